@@ -1,0 +1,32 @@
+// Whole-file I/O with the two properties every dejaview file format relies on: reads are bounded
+// (a file larger than max_bytes is an error, not an allocation) and writes are durable (written
+// to a temporary name, fsync'd, renamed, and the directory fsync'd).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dejaview/base/status.h"
+
+namespace dv {
+
+constexpr uint64_t kDefaultMaxFileBytes = uint64_t(1) << 30;  // 1 GiB
+
+StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path,
+                                             uint64_t max_bytes = kDefaultMaxFileBytes);
+StatusOr<std::string> ReadFileText(const std::string& path,
+                                   uint64_t max_bytes = kDefaultMaxFileBytes);
+Status WriteFileAtomic(const std::string& path, const void* data, size_t size);
+inline Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
+  return WriteFileAtomic(path, bytes.data(), bytes.size());
+}
+inline Status WriteFileAtomic(const std::string& path, const std::string& text) {
+  return WriteFileAtomic(path, text.data(), text.size());
+}
+// fsyncs a directory so that a rename or create inside it survives power loss.
+Status FsyncDir(const std::string& dir);
+// Creates dir and its parents; ok when it exists.
+Status MakeDirs(const std::string& dir);
+
+}  // namespace dv

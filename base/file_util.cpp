@@ -1,0 +1,102 @@
+#include "dejaview/base/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace dv {
+namespace {
+
+Status Errno(const std::string& path, const char* what) {
+  return Status::IoError(path + ": " + what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(path + ": no such file");
+    return Errno(path, "open");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Errno(path, "stat");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": not a regular file");
+  }
+  if (uint64_t(st.st_size) > max_bytes) {
+    ::close(fd);
+    return Status::OutOfRange(path + ": file is " + std::to_string(st.st_size) +
+                              " bytes, limit is " + std::to_string(max_bytes));
+  }
+  std::vector<uint8_t> buf(size_t(st.st_size));
+  size_t got = 0;
+  while (got < buf.size()) {
+    const ssize_t r = ::read(fd, buf.data() + got, buf.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      ::close(fd);
+      return Errno(path, "read");
+    }
+    if (r == 0) break;
+    got += size_t(r);
+  }
+  ::close(fd);
+  buf.resize(got);
+  return buf;
+}
+
+StatusOr<std::string> ReadFileText(const std::string& path, uint64_t max_bytes) {
+  DV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, max_bytes));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+Status FsyncDir(const std::string& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno(dir, "open directory");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Errno(dir, "fsync directory");
+  return Status::Ok();
+}
+
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": create directory: " + ec.message());
+  return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, const void* data, size_t size) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno(tmp, "open");
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t w = ::write(fd, p + done, size - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      ::close(fd);
+      return Errno(tmp, "write");
+    }
+    done += size_t(w);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return Errno(tmp, "fsync");
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno(path, "rename");
+  return FsyncDir(std::filesystem::path(path).parent_path().string());
+}
+
+}  // namespace dv

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package dejaview needs to build, test, bench and plot.
+# Idempotent: apt-get skips what is already installed. Uses sudo when not root.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+PKGS=(
+  build-essential cmake pkg-config ninja-build clang-format
+  libeigen3-dev libnanoflann-dev libzmq3-dev cppzmq-dev liblz4-dev libzstd-dev
+  libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,8 @@
+// Every dejaview subcommand: argv excludes the program and subcommand names.
+#pragma once
+
+namespace dv::cli {
+
+int RunInfo(int argc, char** argv);
+
+}  // namespace dv::cli

@@ -1,0 +1,40 @@
+// dejaview: one executable, one subcommand per task (see README.md and --help).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int, char**);
+};
+
+// One line per subcommand; each lives in its own cmd_*.cpp.
+constexpr Command kCommands[] = {
+    {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
+};
+
+void PrintHelp() {
+  std::printf("usage: dejaview <command> [options]   (dejaview <command> --help for details)\n\n");
+  for (const Command& c : kCommands) std::printf("  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    PrintHelp();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::string(argv[1]) == c.name) return c.run(argc - 2, argv + 2);
+  }
+  std::fprintf(stderr, "dejaview: unknown command '%s'\n\n", argv[1]);
+  PrintHelp();
+  return 2;
+}
