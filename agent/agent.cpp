@@ -57,14 +57,13 @@ Status Agent::ReadDrive(const std::atomic<bool>* stop) {
     }
     DV_ASSIGN_OR_RETURN(f.cloud, ReadPointCloudFile(drive.frame_paths[i]));
     ++stats_.frames_in;
+    // A recorded drive must lose nothing: the drive source waits for room in the queue (the
+    // counted drop-oldest policy is for live topics, which cannot wait).
     if (period.count() > 0) {
-      // Paced like the live sensor: a full queue drops its oldest frame, as it would live.
       std::this_thread::sleep_until(
           start + std::chrono::duration_cast<Clock::duration>(period * double(i)));
-      queue_.Push(std::move(f));
-    } else if (!queue_.PushWait(std::move(f))) {
-      break;
     }
+    if (!queue_.PushWait(std::move(f))) break;
   }
   return Status::Ok();
 }
@@ -190,18 +189,17 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
           WriteFileAtomic(options.metrics_port_file, std::to_string(http->port()) + "\n"));
     }
   }
-  if (config_.source_drive.empty()) {
-    return Status::InvalidArgument("source_drive: required until the LiDAR subscriber lands");
-  }
-
   std::atomic<bool> stop_uploader{false};
   std::thread upload_thread([&] { uploader_->Run(&stop_uploader); });
   std::vector<std::thread> workers;
   for (int i = 0; i < config_.encoder_threads; ++i) workers.emplace_back([this] { EncodeLoop(); });
   std::atomic<bool> source_done{false};
   Status source_status;
+  // Without a source the agent only drains its spool (the LiDAR subscriber is the live source).
+  if (config_.source_drive.empty())
+    spdlog::info("agent: no source_drive: uploading the spool only");
   std::thread source([&] {
-    source_status = ReadDrive(stop);
+    if (!config_.source_drive.empty()) source_status = ReadDrive(stop);
     source_done = true;
   });
 
