@@ -176,7 +176,12 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   }
   std::vector<uint32_t> sensors;
   for (const SensorConfig& s : config_.sensors) sensors.push_back(s.id);
-  uploader_ = std::make_unique<Uploader>(config_.upload, config_.vehicle, sensors, spool_.get());
+  transport::CurveKeys keys;
+  if (!config_.upload.curve_key_file.empty()) {
+    DV_ASSIGN_OR_RETURN(keys, transport::LoadCurveKeyFile(config_.upload.curve_key_file));
+  }
+  uploader_ = std::make_unique<Uploader>(config_.upload, config_.vehicle, sensors, spool_.get(),
+                                         std::move(keys));
 
   std::unique_ptr<MetricsHttp> http;
   if (!config_.metrics_listen.empty()) {

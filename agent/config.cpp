@@ -82,6 +82,8 @@ Status ParseUpload(const YAML::Node& node, UploadConfig* u) {
   DV_RETURN_IF_ERROR(s.Get("link_topic", &u->link_topic));
   DV_RETURN_IF_ERROR(s.Get("window_start_utc", &start));
   DV_RETURN_IF_ERROR(s.Get("window_end_utc", &end));
+  DV_RETURN_IF_ERROR(s.Get("curve_server_key", &u->curve_server_key));
+  DV_RETURN_IF_ERROR(s.Get("curve_key_file", &u->curve_key_file));
   DV_RETURN_IF_ERROR(s.CheckUnknown());
   if (gate == "always") {
     u->gate = UploadConfig::Gate::kAlways;
@@ -93,6 +95,13 @@ Status ParseUpload(const YAML::Node& node, UploadConfig* u) {
     u->gate = UploadConfig::Gate::kWindow;
   } else {
     return Status::InvalidArgument("upload.gate: '" + gate + "' is not always, link or window");
+  }
+  if (u->curve_server_key.empty() != u->curve_key_file.empty()) {
+    return Status::InvalidArgument(
+        "upload.curve_server_key, upload.curve_key_file: give both or neither");
+  }
+  if (!u->curve_server_key.empty() && u->curve_server_key.size() != 40) {
+    return Status::InvalidArgument("upload.curve_server_key: not a 40-character Z85 key");
   }
   DV_ASSIGN_OR_RETURN(u->window_start_min, ParseClock("upload.window_start_utc", start));
   DV_ASSIGN_OR_RETURN(u->window_end_min, ParseClock("upload.window_end_utc", end));

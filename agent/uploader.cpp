@@ -110,6 +110,11 @@ void Uploader::Run(const std::atomic<bool>* stop) {
       dealer->set(zmq::sockopt::linger, 0);
       dealer->set(zmq::sockopt::immediate, 1);
       try {
+        if (!config_.curve_server_key.empty()) {
+          dealer->set(zmq::sockopt::curve_serverkey, config_.curve_server_key);
+          dealer->set(zmq::sockopt::curve_publickey, keys_.public_z85);
+          dealer->set(zmq::sockopt::curve_secretkey, keys_.secret_z85);
+        }
         dealer->connect(config_.endpoint);
       } catch (const zmq::error_t& e) {
         spdlog::error("uploader: connect {}: {}", config_.endpoint, e.what());

@@ -17,6 +17,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
     {"query", "find stored frames by vehicle, time and place; --export a drive", dv::cli::RunQuery},
+    {"keygen", "make a CURVE key pair for the agent-server upload link", dv::cli::RunKeygen},
 };
 
 void PrintHelp() {

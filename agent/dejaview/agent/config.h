@@ -30,6 +30,10 @@ struct UploadConfig {
   std::string link_topic = "link";
   int window_start_min = 0;  // gate: window -- minutes after 00:00 UTC, [start, end)
   int window_end_min = 0;
+  // CURVE (encrypted, authenticated upload): the server's public key (Z85) and this agent's
+  // secret key file; both empty: in the clear.
+  std::string curve_server_key;
+  std::string curve_key_file;
 };
 
 struct AgentConfig {

@@ -15,6 +15,7 @@
 
 #include "dejaview/agent/config.h"
 #include "dejaview/transport/spool.h"
+#include "dejaview/transport/upload.h"
 
 namespace dv::agent {
 
@@ -34,12 +35,14 @@ struct UploaderStats {
 
 class Uploader {
  public:
+  // keys: this agent's CURVE keys when config.curve_server_key is set.
   Uploader(UploadConfig config, std::string vehicle, std::vector<uint32_t> sensor_ids,
-           transport::Spool* spool)
+           transport::Spool* spool, transport::CurveKeys keys = {})
       : config_(std::move(config)),
         vehicle_(std::move(vehicle)),
         sensor_ids_(std::move(sensor_ids)),
-        spool_(spool) {}
+        spool_(spool),
+        keys_(std::move(keys)) {}
 
   // The uploader thread's body; returns when *stop is set. Never fails: every error is a retry.
   void Run(const std::atomic<bool>* stop);
@@ -50,6 +53,7 @@ class Uploader {
   const std::string vehicle_;
   const std::vector<uint32_t> sensor_ids_;
   transport::Spool* spool_;
+  const transport::CurveKeys keys_;
   UploaderStats stats_;
 };
 
