@@ -17,7 +17,7 @@ namespace {
 
 constexpr uint8_t kRecordVersion = 1;
 constexpr uint8_t kFlagMetaLz4 = 1;
-constexpr size_t kMaxMetaBytes = 4 * kMaxNameBytes + 256;
+constexpr size_t kMaxMetaBytes = 4 * kMaxRecordNameBytes + 256;
 constexpr char kCursorMagic[8] = {'D', 'V', 'C', 'U', 'R', 'S', 'O', 'R'};
 constexpr const char* kCursorName = "CURSOR";
 constexpr const char* kSegmentSuffix = ".log";
@@ -41,12 +41,12 @@ StatusOr<RecordMeta> DecodeMeta(const uint8_t* data, size_t size) {
   RecordMeta m;
   uint64_t sensor = 0;
   double v[7] = {};
-  r.Str(&m.vehicle, kMaxNameBytes);
-  r.Str(&m.drive, kMaxNameBytes);
+  r.Str(&m.vehicle, kMaxRecordNameBytes);
+  r.Str(&m.drive, kMaxRecordNameBytes);
   r.Varint(&sensor);
   r.Varint(&m.sequence);
   r.I64(&m.timestamp_ns);
-  r.Str(&m.map_version, kMaxNameBytes);
+  r.Str(&m.map_version, kMaxRecordNameBytes);
   for (double& x : v) r.F64(&x);
   if (r.failed() || r.remaining() != 0) return Status::Corruption("record metadata: truncated");
   if (sensor > UINT32_MAX) return Status::Corruption("record metadata: sensor id out of range");
@@ -83,7 +83,7 @@ bool ParseSegmentName(const std::string& name, uint64_t* first_id) {
 }  // namespace
 
 Status ValidateName(const std::string& field, const std::string& value) {
-  if (value.size() > kMaxNameBytes)
+  if (value.size() > kMaxRecordNameBytes)
     return Status::InvalidArgument(field + ": longer than 128 bytes");
   if (!value.empty() && value[0] == '.')
     return Status::InvalidArgument(field + ": starts with '.'");
