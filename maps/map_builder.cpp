@@ -161,7 +161,7 @@ Status BuildMap(const std::vector<Drive>& drives, const BuildOptions& opt,
   rep.frames = frames.size();
   rep.voxels_seen = voxels.size();
   for (const auto& [packed, a] : voxels) {
-    if (opt.drop_transient && a.seen_through > a.hits) {
+    if (opt.drop_transient && a.seen_through >= a.hits) {
       ++rep.voxels_dropped;
       continue;
     }

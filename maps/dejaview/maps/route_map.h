@@ -76,7 +76,7 @@ struct BuildOptions {
   int every = 1;             // use frames 0, every, 2*every, ... of each drive
   double max_range_m = 100;  // returns beyond this range are ignored
   double min_range_m = 1.0;  // returns nearer than this (the vehicle itself) are ignored
-  // Drop a voxel seen through (free space beyond it) in more source frames than it was hit in:
+  // Drop a voxel seen through (free space beyond it) in as many source frames as it was hit in:
   // cars, pedestrians and other things present in one pass only.
   bool drop_transient = true;
   std::function<void(size_t done, size_t total)> progress;
