@@ -240,8 +240,8 @@ Header BaseHeader(const FrameInfo& info, const EncoderParams& p, double residual
   h.info = info;
   h.flags = p.intensity ? kFlagIntensity : 0;
   // Rounded down: the bound stated in the header is never looser than the one asked for.
-  h.tolerance_um = uint64_t(std::floor(p.tolerance_m * 1e6));
-  h.residual_um = uint64_t(std::floor(residual_m * 1e6));
+  h.tolerance_um = uint64_t(std::floor(p.tolerance_m * 1e6 + 1e-6));
+  h.residual_um = uint64_t(std::floor(residual_m * 1e6 + 1e-6));
   return h;
 }
 
@@ -289,8 +289,8 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const Header base =
       BaseHeader(info, params, std::min(params.residual_precision_m, params.tolerance_m));
   // The bounds as the decoder reads them from the header: both sides derive cell steps from these.
-  const double tol = double(base.tolerance_um) * 1e-6;
-  const double residual_m = double(base.residual_um) * 1e-6;
+  const double tol = double(base.tolerance_um) / 1e6;
+  const double residual_m = double(base.residual_um) / 1e6;
 
   auto intra = [&]() -> StatusOr<std::vector<uint8_t>> {
     Header h = base;
@@ -413,8 +413,8 @@ StatusOr<DecodedFrame> DecodeHeader(const uint8_t* data, size_t size) {
   DecodedFrame out;
   out.T_map_sensor = h.pose.pose();
   out.info = h.info;
-  out.tolerance_m = double(h.tolerance_um) * 1e-6;
-  out.residual_precision_m = double(h.residual_um) * 1e-6;
+  out.tolerance_m = double(h.tolerance_um) / 1e6;
+  out.residual_precision_m = double(h.residual_um) / 1e6;
   out.intra = h.mode == kModeIntra;
   out.intensity = (h.flags & kFlagIntensity) != 0;
   if (!out.intra) {

@@ -8,11 +8,14 @@
 namespace dv::codec {
 namespace {
 
-constexpr double kSourceVoxelM = 1.0;  // frame subsample (one point per cell)
-constexpr double kCoarseVoxelM = 0.5;  // correspondence hash of the coarse iterations
+constexpr double kSourceVoxelM = 1.0;  // frame subsample of the coarse stage (one point per cell)
+constexpr double kFineSourceVoxelM = 0.5;  // and of the fine stage
+constexpr double kCoarseVoxelM = 0.5;      // correspondence hash of the coarse iterations
 constexpr int kCoarsePerCell = 8;
 constexpr int kCoarseIterations = 6;
-constexpr int kFineIterations = 4;
+constexpr int kMaxFineIterations = 8;
+// The fine stage stops once an update moves points less than this (metres at 10 m).
+constexpr double kConvergedM = 2e-4;
 constexpr size_t kMinCorrespondences = 100;
 
 // Correspondence store for the coarse stage: at most kCoarsePerCell map points per cell.
@@ -51,6 +54,22 @@ class CoarseGrid {
   std::vector<Cell> cells_;
 };
 
+// One point per cell of side voxel_m, between 3 and 80 m from the sensor.
+std::vector<Eigen::Vector3d> Subsample(const std::vector<Eigen::Vector3f>& frame, double voxel_m) {
+  std::vector<Eigen::Vector3d> out;
+  VoxelHash seen(frame.size() / 8 + 16);
+  for (const Eigen::Vector3f& p : frame) {
+    const Eigen::Vector3d pd = p.cast<double>();
+    const double r = pd.norm();
+    if (r < 3 || r > 80) continue;
+    const maps::VoxelKey k = maps::KeyOf(pd, voxel_m);
+    if (!KeyInRange(k)) continue;
+    const int32_t id = int32_t(out.size());
+    if (seen.Insert(PackKey(k), id) == id) out.push_back(pd);
+  }
+  return out;
+}
+
 Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
   Eigen::Matrix3d S;
   S << 0, -v.z(), v.y(), v.z(), 0, -v.x(), -v.y(), v.x(), 0;
@@ -68,30 +87,19 @@ RegistrationResult RegisterFrame(const std::vector<Eigen::Vector3f>& frame, cons
   for (size_t i = 0; i < c.voxels.size(); ++i) {
     map_pts[i] = maps::Representative(c.voxels[i], c.resolution_m);
   }
-  std::vector<Eigen::Vector3d> source;
-  {
-    VoxelHash seen(frame.size() / 8 + 16);
-    for (const Eigen::Vector3f& p : frame) {
-      const Eigen::Vector3d pd = p.cast<double>();
-      const double r = pd.norm();
-      if (r < 3 || r > 80) continue;
-      const maps::VoxelKey k = maps::KeyOf(pd, kSourceVoxelM);
-      if (!KeyInRange(k)) continue;
-      const int32_t id = int32_t(source.size());
-      if (seen.Insert(PackKey(k), id) == id) source.push_back(pd);
-    }
-  }
+  const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM);
+  const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM);
   const CoarseGrid coarse(map_pts);
   Pose T = prior;
   const double res = c.resolution_m;
-  for (int it = 0; it < kCoarseIterations + kFineIterations; ++it) {
+  for (int it = 0; it < kCoarseIterations + kMaxFineIterations; ++it) {
     const bool fine = it >= kCoarseIterations;
     const double max_dist = fine ? std::max(res, 0.1) : std::max(0.3, 1.0 * std::pow(0.75, it));
     const double kernel = max_dist / 3;
     Eigen::Matrix<double, 6, 6> H = Eigen::Matrix<double, 6, 6>::Zero();
     Eigen::Matrix<double, 6, 1> b = Eigen::Matrix<double, 6, 1>::Zero();
     size_t used = 0;
-    for (const Eigen::Vector3d& ps : source) {
+    for (const Eigen::Vector3d& ps : fine ? fine_source : coarse_source) {
       const Eigen::Vector3d p = T * ps;
       double best = max_dist * max_dist;
       int32_t best_i = -1;
@@ -134,6 +142,7 @@ RegistrationResult RegisterFrame(const std::vector<Eigen::Vector3f>& frame, cons
       step.linear() = Eigen::AngleAxisd(angle, dx.tail<3>() / angle).toRotationMatrix();
     step.translation() = dx.head<3>();
     T = step * T;
+    if (fine && dx.head<3>().norm() + 10 * angle < kConvergedM) break;
   }
   // A refinement far from the prior is a failure (wrong place in the map), not a correction.
   const Pose delta = prior.inverse() * T;

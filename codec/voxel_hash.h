@@ -21,7 +21,12 @@ class VoxelHash {
  public:
   explicit VoxelHash(size_t expected) {
     size_t n = 16;
-    while (n < 4 * expected) n <<= 1;
+    int bits = 4;
+    while (n < 2 * expected) {
+      n <<= 1;
+      ++bits;
+    }
+    shift_ = 64 - (bits - 3);
     keys_.assign(n, kEmpty);
     values_.assign(n, -1);
     mask_ = n - 1;
@@ -51,11 +56,13 @@ class VoxelHash {
   // Runs of 8 consecutive z share a hashed base and sit in one cache line: the neighbour loops
   // probe (x, y, z-1..z+1) together.
   size_t Slot(uint64_t key) const {
-    return (size_t(((key >> 3) * 0x9E3779B97F4A7C15ull) >> 20) << 3 | size_t(key & 7)) & mask_;
+    // Fibonacci hashing keeps the product's top bits, which depend on every bit of the key.
+    return (size_t(((key >> 3) * 0x9E3779B97F4A7C15ull) >> shift_) << 3 | size_t(key & 7)) & mask_;
   }
   std::vector<uint64_t> keys_;
   std::vector<int32_t> values_;
   size_t mask_ = 0;
+  int shift_ = 63;
 };
 
 }  // namespace dv::codec

@@ -29,7 +29,17 @@ inline Pose StreetPose(double x) {
 }
 
 // Ray-casts the street from T_world_sensor; points in the sensor frame.
-inline PointCloud StreetFrame(const Pose& T_world_sensor, const std::vector<Box>& boxes = {}) {
+// Pillars every 5 m: without them the street is a corridor along which registration cannot
+// fix the position.
+inline std::vector<Box> Pillars() {
+  std::vector<Box> b;
+  for (double x = -30; x < 40; x += 5) b.push_back({{x, 5.5, -1.7}, {x + 0.4, 5.9, 3}});
+  for (double x = -29; x < 40; x += 6) b.push_back({{x, -8, -1.7}, {x + 2, -7, 4}});  // porches
+  return b;
+}
+
+inline PointCloud StreetFrame(const Pose& T_world_sensor, std::vector<Box> boxes = {}) {
+  for (const Box& p : Pillars()) boxes.push_back(p);
   std::mt19937 rng(uint32_t(T_world_sensor.translation().x() * 1000 + 17));
   std::normal_distribution<double> noise(0, 0.01);
   PointCloud cloud;
