@@ -4,5 +4,6 @@
 namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
+int RunConvert(int argc, char** argv);
 
 }  // namespace dv::cli

@@ -16,6 +16,8 @@ struct Command {
 // One line per subcommand; each lives in its own cmd_*.cpp.
 constexpr Command kCommands[] = {
     {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
+    {"convert", "convert a frame between KITTI .bin, PCD and PLY (or a whole drive)",
+     dv::cli::RunConvert},
 };
 
 void PrintHelp() {
