@@ -72,13 +72,14 @@ StatusOr<std::vector<RecordField>> ParseFields(const std::string& name,
   std::vector<RecordField> fields(n);
   for (size_t f = 0; f < n; ++f) {
     RecordField& field = fields[f];
-    field.name = std::string(names.values[f]);
+    field.name = internal::Printable(names.values[f]);
     const std::string what = "field '" + field.name + "': ";
     uint64_t size = 0;
     if (!internal::ParseU64(sizes.values[f], &size) ||
         (size != 1 && size != 2 && size != 4 && size != 8)) {
-      return HeaderError(name, sizes.line_no,
-                         what + "SIZE '" + std::string(sizes.values[f]) + "' is not 1, 2, 4 or 8");
+      return HeaderError(
+          name, sizes.line_no,
+          what + "SIZE '" + internal::Printable(sizes.values[f]) + "' is not 1, 2, 4 or 8");
     }
     const std::string_view type = types.values[f];
     if (type == "F") {
@@ -93,15 +94,16 @@ StatusOr<std::vector<RecordField>> ParseFields(const std::string& name,
     } else if (type == "I") {
       field.type.kind = ScalarKind::kInt;
     } else {
-      return HeaderError(name, types.line_no,
-                         what + "unknown TYPE '" + std::string(type) + "' (expected I, U or F)");
+      return HeaderError(
+          name, types.line_no,
+          what + "unknown TYPE '" + internal::Printable(type) + "' (expected I, U or F)");
     }
     field.type.size = uint8_t(size);
     uint64_t count = 1;
     if (counts &&
         (!internal::ParseU64(counts->values[f], &count) || count == 0 || count > kMaxCount)) {
       return HeaderError(name, counts->line_no,
-                         what + "COUNT '" + std::string(counts->values[f]) +
+                         what + "COUNT '" + internal::Printable(counts->values[f]) +
                              "' is not an integer in [1, " + std::to_string(kMaxCount) + "]");
     }
     field.count = uint32_t(count);
@@ -129,7 +131,7 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
     if (!known) {
       return HeaderError(
           name, cursor.line_no(),
-          "unknown header keyword '" + key.substr(0, 64) + "' (not a PCD v0.7 file?)");
+          "unknown header keyword '" + internal::Printable(key) + "' (not a PCD v0.7 file?)");
     }
     if (lines.count(key)) return HeaderError(name, cursor.line_no(), key + " appears twice");
     lines[key] = {cursor.line_no(), {tokens.begin() + 1, tokens.end()}};
@@ -139,7 +141,10 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
   if (lines.count("VERSION")) {
     const HeaderLine& v = lines["VERSION"];
     if (v.values.size() != 1 || (v.values[0] != "0.7" && v.values[0] != ".7")) {
-      return HeaderError(name, v.line_no, "unsupported VERSION (dejaview reads PCD v0.7)");
+      return HeaderError(name, v.line_no,
+                         "unsupported VERSION '" +
+                             internal::Printable(v.values.empty() ? "" : v.values[0]) +
+                             "' (dejaview reads PCD v0.7)");
     }
   }
   const HeaderLine& data_line = lines["DATA"];
@@ -149,7 +154,8 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
                        "DATA binary_compressed is not supported (save as binary or ascii)");
   }
   if (encoding != "binary" && encoding != "ascii") {
-    return HeaderError(name, data_line.line_no, "DATA must be 'ascii' or 'binary'");
+    return HeaderError(name, data_line.line_no,
+                       "DATA '" + internal::Printable(encoding) + "' is not ascii or binary");
   }
   DV_ASSIGN_OR_RETURN(std::vector<RecordField> fields, ParseFields(name, lines));
   DV_ASSIGN_OR_RETURN(RecordLayout layout, RecordLayout::Make(std::move(fields), name));

@@ -73,17 +73,18 @@ Status ParseProperty(const std::string& name, int line_no,
   }
   const std::string_view type = tokens[list ? 3 : 1];
   if (!ParseType(type, &p.type)) {
-    return LineError(name, line_no, "unknown property type '" + std::string(type) + "'");
+    return LineError(name, line_no, "unknown property type '" + internal::Printable(type) + "'");
   }
   if (list) {
     p.is_list = true;
     if (!ParseType(tokens[2], &p.count_type) || p.count_type.kind == ScalarKind::kFloat) {
-      return LineError(name, line_no,
-                       "list count type '" + std::string(tokens[2]) + "' is not an integer type");
+      return LineError(
+          name, line_no,
+          "list count type '" + internal::Printable(tokens[2]) + "' is not an integer type");
     }
     e->has_list = true;
   }
-  p.name = std::string(tokens.back());
+  p.name = internal::Printable(tokens.back());
   if (e->properties.size() >= kMaxProperties) {
     return LineError(
         name, line_no,
@@ -122,14 +123,14 @@ StatusOr<Header> ParseHeader(const std::string& name, LineCursor* cursor) {
       } else if (tokens[1] == "binary_big_endian") {
         return LineError(name, n, "binary_big_endian is not supported (save as little-endian)");
       } else {
-        return LineError(name, n, "unknown format '" + std::string(tokens[1]) + "'");
+        return LineError(name, n, "unknown format '" + internal::Printable(tokens[1]) + "'");
       }
     } else if (key == "element") {
       Element e;
       if (tokens.size() != 3 || !internal::ParseU64(tokens[2], &e.rows)) {
         return LineError(name, n, "expected 'element NAME COUNT'");
       }
-      e.name = std::string(tokens[1]);
+      e.name = internal::Printable(tokens[1]);
       if (h.elements.size() >= kMaxElements) {
         return LineError(name, n, "more than " + std::to_string(kMaxElements) + " elements");
       }
@@ -148,7 +149,7 @@ StatusOr<Header> ParseHeader(const std::string& name, LineCursor* cursor) {
       if (h.elements.empty()) return LineError(name, n, "property before any element");
       DV_RETURN_IF_ERROR(ParseProperty(name, n, tokens, &h.elements.back()));
     } else {
-      return LineError(name, n, "unknown header keyword '" + std::string(key.substr(0, 64)) + "'");
+      return LineError(name, n, "unknown header keyword '" + internal::Printable(key) + "'");
     }
   }
   if (!have_format) return Status::Corruption(name + ": header has no format line");
