@@ -59,7 +59,9 @@ Status Parse(const YAML::Node& root, const std::string& what, StoreConfig* c) {
   const YAML::Node d = root["disk"];
   if (!d) return Status::InvalidArgument(what + ": disk: required (the tier that acknowledges)");
   const std::string dw = what + ": disk";
-  DV_RETURN_IF_ERROR(CheckKeys(d, dw, {"dir", "budget_bytes", "max_inflight", "bandwidth_mbps"}));
+  DV_RETURN_IF_ERROR(
+      CheckKeys(d, dw, {"dir", "budget_bytes", "direct_io", "max_inflight", "bandwidth_mbps"}));
+  DV_RETURN_IF_ERROR(Read(d, "direct_io", dw, &c->disk_direct_io));
   DV_RETURN_IF_ERROR(Read(d, "dir", dw, &c->disk_dir));
   if (c->disk_dir.empty()) return Status::InvalidArgument(dw + ".dir: required");
   DV_RETURN_IF_ERROR(Read(d, "budget_bytes", dw, &c->disk_budget_bytes));

@@ -13,19 +13,20 @@ namespace dv::store {
 
 struct TierLimits {
   int max_inflight = 4;          // read requests in flight on this tier at once
-  double bandwidth_mbps = 1000;  // first guess of one request's MB/s, replaced by measurements
+  double bandwidth_mbps = 1000;  // first guess of the tier's MB/s, replaced by measurements
 };
 
 struct StoreConfig {
   uint64_t memory_budget_bytes = 256ull << 20;
-  TierLimits memory{4, 8000};
+  TierLimits memory{4, 20000};
   std::string disk_dir;  // required
   uint64_t disk_budget_bytes = 64ull << 30;
-  TierLimits disk{4, 1000};
+  bool disk_direct_io = false;  // reads bypass the page cache (O_DIRECT)
+  TierLimits disk{4, 2000};
   bool remote_enabled = false;
   S3Config s3;
   std::string remote_prefix;
-  TierLimits remote{8, 100};
+  TierLimits remote{8, 500};
   // Copier: the lazy background copy to the remote tier.
   int copy_concurrency = 4;                  // packs uploading at once
   uint64_t pack_target_bytes = 8ull << 20;   // coalesce small objects up to this size

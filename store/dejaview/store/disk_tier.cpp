@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -13,9 +14,10 @@ namespace dv::store {
 
 namespace fs = std::filesystem;
 
-StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, uint64_t budget_bytes) {
+StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, uint64_t budget_bytes,
+                                                   bool direct_io) {
   DV_RETURN_IF_ERROR(MakeDirs(dir));
-  std::unique_ptr<DiskTier> tier(new DiskTier(dir, budget_bytes));
+  std::unique_ptr<DiskTier> tier(new DiskTier(dir, budget_bytes, direct_io));
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_regular_file()) continue;
@@ -74,8 +76,13 @@ Status DiskTier::ReadRange(const ObjectId& id, uint64_t offset, uint64_t length,
   DV_ASSIGN_OR_RETURN(const uint64_t size, Size(id));
   DV_RETURN_IF_ERROR(CheckRange(name(), id, size, offset, length));
   const std::string path = PathOf(id);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0));
   if (fd < 0) return Status::IoError(path + ": open: " + std::strerror(errno));
+  if (direct_io_) {
+    const Status st = ReadDirect(fd, path, offset, length, out);
+    ::close(fd);
+    return st;
+  }
   uint64_t got = 0;
   while (got < length) {
     const ssize_t r = ::pread(fd, out + got, length - got, off_t(offset + got));
@@ -88,6 +95,31 @@ Status DiskTier::ReadRange(const ObjectId& id, uint64_t offset, uint64_t length,
     got += uint64_t(r);
   }
   ::close(fd);
+  return Status::Ok();
+}
+
+// O_DIRECT needs block-aligned offsets, lengths and memory: read the aligned span around the
+// range into an aligned buffer and copy the range out (the last block may end at end of file).
+Status DiskTier::ReadDirect(int fd, const std::string& path, uint64_t offset, uint64_t length,
+                            uint8_t* out) {
+  constexpr uint64_t kBlock = 4096;
+  const uint64_t start = offset & ~(kBlock - 1);
+  const uint64_t span = ((offset + length + kBlock - 1) & ~(kBlock - 1)) - start;
+  void* raw = nullptr;
+  if (::posix_memalign(&raw, kBlock, span) != 0) return Status::IoError(path + ": out of memory");
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(raw), &std::free);
+  const uint64_t need = offset + length - start;
+  uint64_t got = 0;
+  while (got < need) {
+    const ssize_t r = ::pread(fd, buf.get() + got, span - got, off_t(start + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      return Status::IoError(
+          path + ": direct read: " + (r < 0 ? std::strerror(errno) : "file shorter than recorded"));
+    }
+    got += uint64_t(r);
+  }
+  std::memcpy(out, buf.get() + (offset - start), length);
   return Status::Ok();
 }
 

@@ -17,8 +17,11 @@ namespace dv::store {
 
 class DiskTier : public Tier {
  public:
-  // Scans dir (created when missing) for the objects it holds.
-  static StatusOr<std::unique_ptr<DiskTier>> Open(const std::string& dir, uint64_t budget_bytes);
+  // Scans dir (created when missing) for the objects it holds. direct_io: reads bypass the page
+  // cache (O_DIRECT), so that large training reads measure and use the device itself and do
+  // not evict the server's hot pages.
+  static StatusOr<std::unique_ptr<DiskTier>> Open(const std::string& dir, uint64_t budget_bytes,
+                                                  bool direct_io = false);
 
   const char* name() const override { return "disk"; }
   Status Put(const ObjectId& id, const uint8_t* data, size_t size) override;
@@ -31,12 +34,15 @@ class DiskTier : public Tier {
   uint64_t budget_bytes() const { return budget_bytes_; }
 
  private:
-  DiskTier(std::string dir, uint64_t budget_bytes)
-      : dir_(std::move(dir)), budget_bytes_(budget_bytes) {}
+  DiskTier(std::string dir, uint64_t budget_bytes, bool direct_io)
+      : dir_(std::move(dir)), budget_bytes_(budget_bytes), direct_io_(direct_io) {}
   std::string PathOf(const ObjectId& id) const;
+  Status ReadDirect(int fd, const std::string& path, uint64_t offset, uint64_t length,
+                    uint8_t* out);
 
   const std::string dir_;
   const uint64_t budget_bytes_;
+  const bool direct_io_;
   std::mutex mu_;
   std::unordered_map<ObjectId, uint64_t, ObjectIdHash> sizes_;
   uint64_t bytes_ = 0;     // held, plus reserved by Puts in progress

@@ -21,7 +21,8 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const StoreConfig& config) {
   store->memory_ = std::make_unique<MemoryTier>(config.memory_budget_bytes);
   // Objects and the journal side by side: the tier owns every file under objects/.
   DV_ASSIGN_OR_RETURN(store->disk_,
-                      DiskTier::Open(config.disk_dir + "/objects", config.disk_budget_bytes));
+                      DiskTier::Open(config.disk_dir + "/objects", config.disk_budget_bytes,
+                                     config.disk_direct_io));
   store->paths_.push_back(std::make_unique<TierPath>(store->memory_.get(), config.memory));
   store->paths_.push_back(std::make_unique<TierPath>(store->disk_.get(), config.disk));
   if (config.remote_enabled) {

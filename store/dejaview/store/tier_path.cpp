@@ -20,7 +20,7 @@ TierPath::~TierPath() {
 
 double TierPath::EstimatedFinishS(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  return double(queued_bytes_ + bytes) / (bandwidth_mbps_ * 1e6 * max_inflight_);
+  return double(queued_bytes_ + bytes) / (bandwidth_mbps_ * 1e6);
 }
 
 void TierPath::Submit(const ObjectId& id, uint64_t offset, uint64_t length, uint8_t* out,

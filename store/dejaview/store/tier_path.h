@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -28,7 +29,7 @@ struct TierMetrics {
   uint64_t queue_depth = 0;
   uint64_t inflight = 0;
   uint64_t read_bytes = 0;
-  double read_bandwidth_mbps = 0;  // EWMA per request
+  double read_bandwidth_mbps = 0;  // EWMA of delivered MB/s
 };
 
 class TierPath {
@@ -65,6 +66,8 @@ class TierPath {
   uint64_t queued_bytes_ = 0;  // queued plus in flight
   uint64_t inflight_ = 0;
   double bandwidth_mbps_;
+  std::chrono::steady_clock::time_point last_completion_;
+  std::chrono::steady_clock::time_point busy_since_;  // when inflight_ last went 0 -> 1
   bool stop_ = false;
   std::atomic<uint64_t> hits_{0}, misses_{0}, read_bytes_{0};
   std::vector<std::thread> workers_;
