@@ -95,6 +95,22 @@ TEST(DiskTier, PersistsShardsAndEnforcesBudget) {
   EXPECT_NE(bad.status().message().find("notes.txt"), std::string::npos);
 }
 
+TEST(DiskTier, DirectIoReadsUnalignedRanges) {
+  auto tier = DiskTier::Open(test::ScratchDir() + "/disk", 1 << 20, /*direct_io=*/true);
+  ASSERT_TRUE(tier.ok());
+  const auto a = Bytes(10000, 5);  // not a multiple of the 4096-byte block
+  const ObjectId id = ComputeId(a.data(), a.size());
+  ASSERT_TRUE((*tier)->Put(id, a.data(), a.size()).ok());
+  for (const auto& [offset, length] :
+       std::vector<std::pair<uint64_t, uint64_t>>{{0, 10000}, {1, 4095}, {4095, 2}, {8191, 1809}}) {
+    std::vector<uint8_t> out(length);
+    ASSERT_TRUE((*tier)->ReadRange(id, offset, length, out.data()).ok()) << offset;
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), a.begin() + long(offset))) << offset;
+  }
+  uint8_t one;
+  EXPECT_EQ((*tier)->ReadRange(id, 10000, 1, &one).code(), Status::Code::kOutOfRange);
+}
+
 TEST(Pack, RoundTripAndMalformedHeaders) {
   const auto a = Bytes(10, 1), b = Bytes(0, 2), c = Bytes(77, 3);
   const std::vector<PackMember> members = {{ComputeId(a.data(), a.size()), a.data(), a.size()},
