@@ -159,6 +159,7 @@ Status PlotSections(const std::string& w, const std::vector<SettingResult>& sett
      << "set ylabel 'bytes per frame'\nset style data histograms\n"
      << "set style histogram rowstacked\nset style fill solid 0.8 border -1\nset boxwidth 0.6\n"
      << "set key outside right\nset grid ytics\nset yrange [0:*]\nset bmargin 6\n"
+     << "set xrange [-0.6:" << double(bars.size()) - 0.4 << "]\n"
      << "plot ";
   for (size_t i = 0; i < names.size(); ++i) {
     gp << (i ? ", " : "") << "'" << base << ".dat' using " << (i + 2) << (i == 0 ? ":xtic(1)" : "")
