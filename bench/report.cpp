@@ -174,15 +174,22 @@ Status PlotSections(const std::string& w, const std::vector<SettingResult>& sett
 // reports each point's source, else every decoded point coloured by its error to the original.
 Status PlotTopDown(const std::string& w, const PictureSample& pic, const std::string& dir,
                    std::vector<std::string>* notes) {
-  constexpr float kHalfWidthM = 40;
+  constexpr double kHalfWidthM = kPictureHalfWidthM;
   const std::string base = dir + "/topdown_" + Slug(w);
   const auto& q = pic.decoded.cloud.xyz;
   const bool by_source = pic.decoded.source.size() == q.size() && !q.empty();
   std::vector<double> err;
   if (!by_source) err = NearestDistances(q, pic.original.xyz);
   std::ostringstream dat, gp;
+  auto inside = [&](const Eigen::Vector3f& p) {
+    return std::fabs(p.x()) <= kHalfWidthM && std::fabs(p.y()) <= kHalfWidthM;
+  };
+  // Category 2: map-only points, drawn first so that the frame's own points stay on top.
+  for (const auto& p : pic.map_only) {
+    if (by_source && inside(p)) dat << p.x() << " " << p.y() << " 2\n";
+  }
   for (size_t i = 0; i < q.size(); ++i) {
-    if (std::fabs(q[i].x()) > kHalfWidthM || std::fabs(q[i].y()) > kHalfWidthM) continue;
+    if (!inside(q[i])) continue;
     dat << q[i].x() << " " << q[i].y() << " "
         << (by_source ? double(pic.decoded.source[i]) : err[i]) << "\n";
   }
@@ -194,11 +201,12 @@ Status PlotTopDown(const std::string& w, const PictureSample& pic, const std::st
      << ":" << kHalfWidthM << "]\nset key top right opaque\n";
   if (by_source) {
     gp << "set title 'Frame " << pic.frame << ", " << pic.codec_label
-       << ": explained (map) vs residual'\n"
-       << "plot '" << base
-       << ".dat' using 1:($3==0?$2:1/0) with points pt 7 ps 0.15 lc rgb '#1f77b4' title 'explained "
-          "by map', "
-       << "'' using 1:($3==1?$2:1/0) with points pt 7 ps 0.25 lc rgb '#d62728' title 'residual'\n";
+       << ": explained by the map / residual / map only'\n"
+       << "plot '" << base << ".dat' using 1:($3==2?$2:1/0) with points pt 7 ps 0.15 lc rgb "
+       << "'#bbbbbb' title 'map only (not selected)', "
+       << "'' using 1:($3==0?$2:1/0) with points pt 7 ps 0.15 lc rgb '#1f77b4' title "
+       << "'explained by the map', "
+       << "'' using 1:($3==1?$2:1/0) with points pt 7 ps 0.3 lc rgb '#d62728' title 'residual'\n";
   } else {
     gp << "set title 'Frame " << pic.frame << ", " << pic.codec_label
        << ": decoded points by error to the original (m)'\n"
