@@ -195,7 +195,7 @@ TEST(Protocol, MultiDayMapsEarlierDaysAndCodesTheNext) {
   WriteDay(dir + "/day_02", false);
   WriteDay(dir + "/day_03", true);
   ASSERT_TRUE(MakeDirs(dir + "/notes").ok());  // not a day: ignored
-  auto w = MultiDay(dir, 0, 0, PoseNoise{});
+  auto w = MultiDay(dir, 0, 0, 0, PoseNoise{});
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->map_drives.size(), 2u);
   ASSERT_EQ(w->frames.size(), 2u);
@@ -204,14 +204,22 @@ TEST(Protocol, MultiDayMapsEarlierDaysAndCodesTheNext) {
   auto day3 = OpenDrive(dir + "/day_03");
   ASSERT_TRUE(day3.ok());
   EXPECT_TRUE(w->frames[1].T_world_sensor_prior.isApprox(day3->poses_prior[1], 0));
-  auto one = MultiDay(dir, 1, 1, PoseNoise{});
+  auto one = MultiDay(dir, 1, 0, 1, PoseNoise{});
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(one->map_drives.size(), 1u);
   ASSERT_EQ(one->frames.size(), 1u);
   EXPECT_EQ(one->frames[0].name, "day_02/000000");
   EXPECT_FALSE(one->frames[0].T_world_sensor_prior.isApprox(day3->poses[0], 1e-6));  // noisy
-  EXPECT_EQ(MultiDay(dir, 3, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(MultiDay(dir + "/day_01", 0, 0, PoseNoise{}).status().code(),
+  // The day-1 map against day 3: an older map.
+  auto aged = MultiDay(dir, 1, 3, 1, PoseNoise{});
+  ASSERT_TRUE(aged.ok()) << aged.status().ToString();
+  EXPECT_EQ(aged->map_drives.size(), 1u);
+  EXPECT_EQ(aged->frames[0].name, "day_03/000000");
+  EXPECT_EQ(aged->name, "day_03 (map: days 1-1)");
+  EXPECT_EQ(CountDays(dir).value(), 3);
+  EXPECT_EQ(MultiDay(dir, 3, 0, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(MultiDay(dir, 2, 2, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(MultiDay(dir + "/day_01", 0, 0, 0, PoseNoise{}).status().code(),
             Status::Code::kInvalidArgument);
 }
 
