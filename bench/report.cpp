@@ -139,7 +139,7 @@ Status PlotSections(const std::string& w, const std::vector<SettingResult>& sett
   }
   const std::string base = dir + "/sections_" + Slug(w);
   std::ostringstream dat, gp;
-  dat << "setting";
+  dat << "# setting";
   for (const auto& n : names) dat << " " << n;
   dat << "\n";
   for (const auto* s : bars) {
