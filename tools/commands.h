@@ -5,5 +5,6 @@ namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
 int RunBench(int argc, char** argv);
+int RunQuery(int argc, char** argv);
 
 }  // namespace dv::cli

@@ -17,6 +17,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
     {"bench", "measure ratio, error and speed of dejaview and its peers", dv::cli::RunBench},
+    {"query", "find stored frames by vehicle, time and place; --export a drive", dv::cli::RunQuery},
 };
 
 void PrintHelp() {
