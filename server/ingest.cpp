@@ -25,6 +25,31 @@ Message Nack(uint64_t batch, NackReason reason, const std::string& detail) {
   return m;
 }
 
+// Frames: version, request id, domain, address, identity, mechanism, credentials (the
+// client's 32-byte public key for CURVE). Reply: version, request id, status, text, user, meta.
+void AnswerZap(zmq::socket_t* zap, const std::set<std::string>& allowed) {
+  std::vector<zmq::message_t> req;
+  do {
+    req.emplace_back();
+    if (!zap->recv(req.back(), zmq::recv_flags::dontwait)) return;
+  } while (req.back().more());
+  bool ok = false;
+  std::string who = "?";
+  if (req.size() >= 7 && req[5].to_string() == "CURVE" && req[6].size() == 32) {
+    char z85[41];
+    zmq_z85_encode(z85, static_cast<const uint8_t*>(req[6].data()), 32);
+    who = z85;
+    ok = allowed.empty() || allowed.count(who);
+  }
+  if (!ok) spdlog::warn("server: CURVE key {} refused", who);
+  const std::string id = req.size() > 1 ? req[1].to_string() : "";
+  const std::string parts[] = {"1.0",         id, ok ? "200" : "400", ok ? "OK" : "unknown key",
+                               ok ? who : "", ""};
+  for (size_t i = 0; i < 6; ++i) {
+    zap->send(zmq::buffer(parts[i]), i < 5 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+}
+
 }  // namespace
 
 Status Ingest::Recover() {
@@ -161,6 +186,31 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
                ingest.stats().recovered_records, ingest.stats().recovered_torn_bytes);
   zmq::context_t ctx(1);
   zmq::socket_t router(ctx, zmq::socket_type::router);
+  // The ZAP handler (RFC 27) runs in this loop: libzmq asks it about every CURVE handshake.
+  zmq::socket_t zap(ctx, zmq::socket_type::rep);
+  std::set<std::string> allowed;
+  bool curve = false;
+  if (!options.curve_key_file.empty()) {
+    DV_ASSIGN_OR_RETURN(const transport::CurveKeys keys,
+                        transport::LoadCurveKeyFile(options.curve_key_file));
+    if (!options.curve_allow_file.empty()) {
+      DV_ASSIGN_OR_RETURN(const auto list, transport::LoadCurveAllowList(options.curve_allow_file));
+      allowed.insert(list.begin(), list.end());
+    } else {
+      spdlog::warn("server: CURVE without an allow list: any agent key is accepted");
+    }
+    curve = true;
+    try {
+      zap.bind("inproc://zeromq.zap.01");
+      router.set(zmq::sockopt::curve_server, 1);
+      router.set(zmq::sockopt::curve_secretkey, keys.secret_z85);
+      router.set(zmq::sockopt::zap_domain, "dejaview");
+    } catch (const zmq::error_t& e) {
+      return Status::Unavailable(std::string("server: CURVE setup: ") + e.what());
+    }
+    spdlog::info("server: CURVE on, public key {}, {} allowed agents", keys.public_z85,
+                 allowed.size());
+  }
   std::string endpoint;
   // cppzmq reports socket errors as exceptions; they stop here and become a Status.
   try {
@@ -174,9 +224,11 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   on_listening(endpoint);
   uint64_t last_logged = 0;
   while (!stop->load()) {
-    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                               {zap.handle(), 0, ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 1, std::chrono::milliseconds(100));
+      zmq::poll(items, curve ? 2 : 1, std::chrono::milliseconds(100));
+      if (curve && (items[1].revents & ZMQ_POLLIN)) AnswerZap(&zap, allowed);
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       zmq::message_t id, body;
       if (!router.recv(id, zmq::recv_flags::dontwait)) continue;

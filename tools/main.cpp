@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"query", "find stored frames by vehicle, time and place; --export a drive", dv::cli::RunQuery},
     {"convert", "convert a frame between KITTI .bin, PCD and PLY (or a whole drive)",
      dv::cli::RunConvert},
+    {"keygen", "make a CURVE key pair for the agent-server upload link", dv::cli::RunKeygen},
 };
 
 void PrintHelp() {

@@ -376,8 +376,13 @@ StatusOr<std::vector<SpoolRecord>> Spool::Read(uint64_t from_id, size_t max_reco
   size_t i = 0;
   while (i + 1 < segments_.size() && segments_[i + 1].first_id <= from) ++i;
   for (; i < segments_.size() && out.size() < max_records; ++i) {
-    // Reads go through the file, not a cache: what is returned is what a restart would see.
-    DV_ASSIGN_OR_RETURN(LogReader reader, LogReader::Open(SegmentPath(segments_[i].first_id)));
+    // Reads go through the file, not a cache: what is returned is what a restart would see. The
+    // hint lets the uploader's sequential reads continue where the last one stopped instead of
+    // rescanning the segment from its start.
+    const uint64_t seg = segments_[i].first_id;
+    const uint64_t start =
+        read_hint_.segment == seg && read_hint_.next_id == from ? read_hint_.offset : 0;
+    DV_ASSIGN_OR_RETURN(LogReader reader, LogReader::Open(SegmentPath(seg), start));
     std::vector<uint8_t> body;
     uint64_t offset = 0;
     for (;;) {
@@ -386,6 +391,7 @@ StatusOr<std::vector<SpoolRecord>> Spool::Read(uint64_t from_id, size_t max_reco
       auto rec = DecodeRecord(body.data(), body.size());
       if (!rec.ok() || rec->id < from) continue;
       bytes += rec->payload.size();
+      read_hint_ = {seg, rec->id + 1, reader.end_of_last_record()};
       out.push_back(std::move(rec).value());
       if (out.size() >= max_records || bytes >= max_bytes) return out;
     }

@@ -1,6 +1,11 @@
 #include "dejaview/transport/upload.h"
 
+#include <zmq.h>
+
+#include <sstream>
+
 #include "dejaview/base/bytes.h"
+#include "dejaview/base/file_util.h"
 
 namespace dv::transport {
 namespace {
@@ -142,6 +147,59 @@ StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size) {
     return Bad(std::to_string(r.remaining()) + " trailing bytes after " + MessageTypeName(m.type));
   }
   return m;
+}
+
+namespace {
+
+bool IsZ85Key(const std::string& k) {
+  if (k.size() != 40) return false;
+  uint8_t raw[32];
+  return zmq_z85_decode(raw, k.c_str()) != nullptr;
+}
+
+std::string Trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
+}  // namespace
+
+StatusOr<CurveKeys> LoadCurveKeyFile(const std::string& path) {
+  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, 4096));
+  CurveKeys k;
+  k.secret_z85 = Trim(text);
+  if (!IsZ85Key(k.secret_z85)) {
+    return Status::InvalidArgument(path + ": not a 40-character Z85 CURVE secret key");
+  }
+  char pub[41];
+  if (zmq_curve_public(pub, k.secret_z85.c_str()) != 0) {
+    return Status::InvalidArgument(path + ": cannot derive the public key (libzmq without CURVE?)");
+  }
+  k.public_z85 = pub;
+  return k;
+}
+
+StatusOr<std::vector<std::string>> LoadCurveAllowList(const std::string& path) {
+  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, 1 << 20));
+  std::vector<std::string> keys;
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    line = Trim(line);
+    if (line.empty() || line[0] == '#') continue;  // '#' is also a Z85 digit: whole lines only
+    if (!IsZ85Key(line)) {
+      return Status::InvalidArgument(path + ":" + std::to_string(n) + ": not a Z85 public key");
+    }
+    keys.push_back(line);
+  }
+  return keys;
+}
+
+StatusOr<CurveKeys> GenerateCurveKeys() {
+  char pub[41], sec[41];
+  if (zmq_curve_keypair(pub, sec) != 0) return Status::Unavailable("libzmq was built without CURVE");
+  return CurveKeys{pub, sec};
 }
 
 }  // namespace dv::transport

@@ -6,6 +6,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "dejaview/base/file_util.h"
 #include "dejaview/server/ingest.h"
 #include "testutil.h"
 
@@ -49,8 +50,7 @@ Message Data(uint64_t batch, std::vector<transport::SpoolRecord> recs) {
 // A real server on a loopback ephemeral port, in a thread, stopped at scope exit.
 class RunningServer {
  public:
-  explicit RunningServer(const std::string& dir) {
-    ServerOptions o;
+  explicit RunningServer(const std::string& dir, ServerOptions o = {}) {
     o.listen = "tcp://127.0.0.1:0";
     o.store_dir = dir;
     std::promise<std::string> bound;
@@ -154,6 +154,46 @@ TEST(Server, AcksAfterStoringAndDeduplicatesOverRealSockets) {
   const Message r = Exchange(&dealer, Data(1, {Rec(0, 1), Rec(0, 4)}));
   EXPECT_EQ(r.stored, 1u);
   EXPECT_EQ(r.duplicates, 1u);
+}
+
+TEST(Server, CurveAdmitsOnlyAllowedAgentKeys) {
+  const std::string dir = test::ScratchDir();
+  auto server_keys = transport::GenerateCurveKeys();
+  auto good = transport::GenerateCurveKeys();
+  auto bad = transport::GenerateCurveKeys();
+  ASSERT_TRUE(server_keys.ok() && good.ok() && bad.ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/server.secret", server_keys->secret_z85 + "\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/allow", "# agents\n" + good->public_z85 + "\n").ok());
+  ServerOptions o;
+  o.curve_key_file = dir + "/server.secret";
+  o.curve_allow_file = dir + "/allow";
+  RunningServer server(dir + "/store", o);
+  ASSERT_FALSE(server.endpoint().empty());
+  zmq::context_t ctx(1);
+  auto dealer = [&](const transport::CurveKeys& k) {
+    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    s->set(zmq::sockopt::rcvtimeo, 500);
+    s->set(zmq::sockopt::curve_serverkey, server_keys->public_z85);
+    s->set(zmq::sockopt::curve_publickey, k.public_z85);
+    s->set(zmq::sockopt::curve_secretkey, k.secret_z85);
+    s->connect(server.endpoint());
+    return s;
+  };
+  auto ok = dealer(*good);
+  const Message r = Exchange(ok.get(), Hello());
+  EXPECT_EQ(r.type, MessageType::kAck);
+  // An unknown key never completes the handshake: its HELLO gets no answer.
+  auto refused = dealer(*bad);
+  const auto bytes = transport::EncodeMessage(Hello());
+  refused->send(zmq::buffer(bytes), zmq::send_flags::none);
+  zmq::message_t reply;
+  EXPECT_FALSE(refused->recv(reply, zmq::recv_flags::none).has_value());
+  // A malformed allow list is an error naming the line.
+  ASSERT_TRUE(WriteFileAtomic(dir + "/allow2", good->public_z85 + "\nnot-a-key\n").ok());
+  auto list = transport::LoadCurveAllowList(dir + "/allow2");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("allow2:2"), std::string::npos) << list.status().message();
 }
 
 TEST(Server, RecoveryIndexesUnindexedRecordsAndTruncatesTornTail) {

@@ -54,6 +54,10 @@ struct ServerOptions {
   std::string listen = "tcp://127.0.0.1:5555";
   std::string store_dir;
   std::string index_path;  // empty: STORE/index.sqlite
+  // CURVE: the server's secret key file; empty runs in the clear (loopback, tests). With it,
+  // the ZAP handler admits the public keys of curve_allow_file (empty: any key, encryption only).
+  std::string curve_key_file;
+  std::string curve_allow_file;
 };
 
 // Binds, recovers and serves until *stop; on_listening gets the bound endpoint (with the real

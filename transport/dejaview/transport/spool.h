@@ -112,6 +112,11 @@ class Spool {
   bool dirty_ = false;
   std::chrono::steady_clock::time_point last_sync_;
   SpoolStats stats_;
+  struct ReadHint {
+    uint64_t segment = UINT64_MAX;  // first id of the segment the last Read ended in
+    uint64_t next_id = 0;           // the id after the last record returned
+    uint64_t offset = 0;            // where that record ended in the file
+  } read_hint_;
 };
 
 }  // namespace dv::transport

@@ -59,4 +59,15 @@ std::vector<uint8_t> EncodeMessage(const Message& m);
 StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size);
 const char* MessageTypeName(MessageType t);
 
+// CURVE keys (ZeroMQ's CurveZMQ, RFC 26) in Z85 text, 40 characters each. A key file holds one
+// secret key; the public key is derived from it. An allow list holds one public key per line
+// (a line starting with '#' is a comment): the server's ZAP handler admits only those agents.
+struct CurveKeys {
+  std::string public_z85;
+  std::string secret_z85;
+};
+StatusOr<CurveKeys> LoadCurveKeyFile(const std::string& path);
+StatusOr<std::vector<std::string>> LoadCurveAllowList(const std::string& path);
+StatusOr<CurveKeys> GenerateCurveKeys();
+
 }  // namespace dv::transport
