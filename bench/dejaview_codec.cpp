@@ -5,9 +5,11 @@
 
 #ifdef DEJAVIEW_HAVE_CODEC
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
+#include "dejaview/bench/metrics.h"
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/route_map.h"
 
@@ -73,7 +75,43 @@ class DejaviewCodec : public Codec {
   StatusOr<DecodedCloud> Decode(const std::vector<uint8_t>& bytes) override {
     DV_ASSIGN_OR_RETURN(codec::DecodedFrame frame,
                         codec::Decode(bytes.data(), bytes.size(), map_.get()));
-    return DecodedCloud{std::move(frame.cloud), std::move(frame.source)};
+    return DecodedCloud{std::move(frame.cloud), std::move(frame.source), frame.T_map_sensor};
+  }
+
+  // Map voxels in a box around the decoded pose (x, y within half_width_m, z within the frame's
+  // own height range) with no explained point within one voxel of their representative.
+  StatusOr<std::vector<Eigen::Vector3f>> UnselectedMapPoints(const DecodedCloud& decoded,
+                                                             double half_width_m) override {
+    std::vector<Eigen::Vector3f> out;
+    if (!map_ || decoded.cloud.empty()) return out;
+    const double res = map_->resolution_m();
+    std::vector<Eigen::Vector3f> explained;
+    Eigen::Vector3d lo = Eigen::Vector3d::Constant(INFINITY), hi = -lo;
+    for (size_t i = 0; i < decoded.cloud.size(); ++i) {
+      const Eigen::Vector3d p_map = decoded.T_map_sensor * decoded.cloud.xyz[i].cast<double>();
+      lo = lo.cwiseMin(p_map);
+      hi = hi.cwiseMax(p_map);
+      if (i < decoded.source.size() && decoded.source[i] == 0) {
+        explained.push_back(decoded.cloud.xyz[i]);
+      }
+    }
+    const Eigen::Vector3d c = decoded.T_map_sensor.translation();
+    const Eigen::Vector3d box_lo(c.x() - half_width_m, c.y() - half_width_m, lo.z());
+    const Eigen::Vector3d box_hi(c.x() + half_width_m, c.y() + half_width_m, hi.z());
+    std::vector<maps::MapVoxel> voxels;
+    DV_RETURN_IF_ERROR(
+        map_->CollectBox(maps::KeyOf(box_lo, res), maps::KeyOf(box_hi, res), &voxels));
+    const Pose T_sensor_map = decoded.T_map_sensor.inverse();
+    std::vector<Eigen::Vector3f> reps;
+    reps.reserve(voxels.size());
+    for (const auto& v : voxels) {
+      reps.push_back((T_sensor_map * maps::Representative(v, res)).cast<float>());
+    }
+    const std::vector<double> d = NearestDistances(reps, explained);
+    for (size_t i = 0; i < reps.size(); ++i) {
+      if (d[i] > res) out.push_back(reps[i]);
+    }
+    return out;
   }
 
  private:

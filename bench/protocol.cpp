@@ -113,8 +113,9 @@ StatusOr<Workload> PseudoRevisit(const std::string& drive_dir, int stride, size_
   return w;
 }
 
-StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, size_t max_frames,
-                            const PoseNoise& noise) {
+namespace {
+
+StatusOr<std::vector<std::string>> Days(const std::string& days_dir) {
   std::vector<std::string> days;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(days_dir, ec)) {
@@ -125,24 +126,44 @@ StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, size_t ma
   if (ec) return Status::IoError(days_dir + ": " + ec.message());
   std::sort(days.begin(), days.end());
   if (days.size() < 2) return Status::InvalidArgument(days_dir + ": needs at least two day_NN/");
-  const size_t k = map_days == 0 ? days.size() - 1 : size_t(map_days);
-  if (map_days < 0 || k >= days.size()) {
-    return Status::InvalidArgument("--map-days must be in 1.." + std::to_string(days.size() - 1));
+  return days;
+}
+
+}  // namespace
+
+StatusOr<int> CountDays(const std::string& days_dir) {
+  DV_ASSIGN_OR_RETURN(auto days, Days(days_dir));
+  return int(days.size());
+}
+
+StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, int coded_day,
+                            size_t max_frames, const PoseNoise& noise) {
+  DV_ASSIGN_OR_RETURN(auto days, Days(days_dir));
+  const int n = int(days.size());
+  const int k = map_days == 0 ? n - 1 : map_days;
+  if (k < 1 || k >= n) {
+    return Status::InvalidArgument("--map-days must be in 1.." + std::to_string(n - 1));
+  }
+  const int coded = coded_day == 0 ? k + 1 : coded_day;
+  if (coded <= k || coded > n) {
+    return Status::InvalidArgument("coded day must be in " + std::to_string(k + 1) + ".." +
+                                   std::to_string(n));
   }
   Workload w;
-  for (size_t d = 0; d < k; ++d) {
-    DV_ASSIGN_OR_RETURN(Drive drive, OpenDrive(days[d]));
+  for (int d = 0; d < k; ++d) {
+    DV_ASSIGN_OR_RETURN(Drive drive, OpenDrive(days[size_t(d)]));
     DV_RETURN_IF_ERROR(NeedPoses(drive));
     w.map_drives.push_back(std::move(drive));
   }
-  DV_ASSIGN_OR_RETURN(Drive coded, OpenDrive(days[k]));
-  DV_RETURN_IF_ERROR(NeedPoses(coded));
+  const std::string& coded_dir = days[size_t(coded - 1)];
+  DV_ASSIGN_OR_RETURN(Drive drive, OpenDrive(coded_dir));
+  DV_RETURN_IF_ERROR(NeedPoses(drive));
   std::vector<size_t> idx;
-  for (size_t i = 0; i < coded.size() && (max_frames == 0 || idx.size() < max_frames); ++i) {
+  for (size_t i = 0; i < drive.size() && (max_frames == 0 || idx.size() < max_frames); ++i) {
     idx.push_back(i);
   }
-  w.name = BaseName(days_dir) + " " + BaseName(days[k]) + " vs " + std::to_string(k) + " days";
-  DV_RETURN_IF_ERROR(LoadCoded(coded, idx, BaseName(days[k]) + "/", noise, &w.frames));
+  w.name = BaseName(coded_dir) + " (map: days 1-" + std::to_string(k) + ")";
+  DV_RETURN_IF_ERROR(LoadCoded(drive, idx, BaseName(coded_dir) + "/", noise, &w.frames));
   return w;
 }
 

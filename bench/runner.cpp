@@ -149,9 +149,11 @@ StatusOr<SettingResult> RunSetting(Codec& codec, double knob, const Workload& wo
     r.bytes_intensity += rec.bytes_intensity;
     r.per_frame.push_back(rec);
     if (picture != nullptr && options.keep_picture && fi == 0) {
+      DV_ASSIGN_OR_RETURN(auto map_only, codec.UnselectedMapPoints(decoded, kPictureHalfWidthM));
       std::ostringstream label;
       label << r.codec << " " << r.knob_name << "=" << knob;
-      *picture = PictureSample{f.name, label.str(), f.cloud, std::move(decoded)};
+      *picture =
+          PictureSample{f.name, label.str(), f.cloud, std::move(decoded), std::move(map_only)};
     }
   }
   r.ratio_geometry = Ratio(r.original_points, r.bytes_geometry, false);

@@ -2,6 +2,7 @@
 // as BRIEF §3 defines (see BENCHMARK.md for the commands and the latest tables).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,8 +22,9 @@ constexpr const char* kHelp =
     "                                                   others coded (pseudo-revisit)\n"
     "       dejaview bench quick DRIVE --codec NAME [--knob K] [options]\n"
     "                                                   one codec, one setting, one drive\n"
-    "       dejaview bench multiday DAYS_DIR [--map-days K] [options]\n"
+    "       dejaview bench multiday DAYS_DIR [--map-days K] [--age] [options]\n"
     "                                                   map from day_01..day_K, day_K+1 coded\n"
+    "                                                   (--age: every later day too)\n"
     "options:\n"
     "  --codecs A,B,...    codecs to run (default: every built-in codec, listed below)\n"
     "  --knobs K1,K2,...   sweep for a single codec (default: the codec's own sweep)\n"
@@ -110,8 +112,15 @@ StatusOr<Plan> MakePlan(const std::string& mode, const Args& a) {
   }
   if (mode == "multiday") {
     if (pos.size() != 1) return Status::InvalidArgument("multiday takes one DAYS_DIR");
-    DV_ASSIGN_OR_RETURN(auto w, bench::MultiDay(pos[0], int(map_days), size_t(frames), noise));
-    plan.workloads.push_back(std::move(w));
+    DV_ASSIGN_OR_RETURN(const int days, bench::CountDays(pos[0]));
+    const int k = map_days == 0 ? days - 1 : int(map_days);
+    // --age: the same map (days 1..k) against every later day, oldest map last.
+    const int last = a.Has("age") ? days : k + 1;
+    for (int coded = k + 1; coded <= std::max(last, k + 1); ++coded) {
+      DV_ASSIGN_OR_RETURN(auto w,
+                          bench::MultiDay(pos[0], int(map_days), coded, size_t(frames), noise));
+      plan.workloads.push_back(std::move(w));
+    }
   } else {
     for (const auto& d : pos) {
       DV_ASSIGN_OR_RETURN(auto w, bench::PseudoRevisit(d, int(stride), size_t(frames), noise));
@@ -160,7 +169,7 @@ int RunBench(int argc, char** argv) {
   auto parsed = Args::Parse(argc - 1, argv + 1,
                             {"codecs", "codec", "knobs", "knob", "stride", "frames", "noise-xy",
                              "noise-z", "noise-yaw-deg", "seed", "out", "threads", "map-days"},
-                            {"json", "help"});
+                            {"json", "help", "age"});
   if (!parsed.ok()) return Fail("bench", parsed.status());
   if (parsed->Has("help")) {
     PrintHelp();

@@ -78,5 +78,36 @@ TEST(MarkdownTables, EqualErrorRowsSayNotAvailableOutsideTheSweep) {
   EXPECT_TRUE(j["equal_error"][0]["ratio_at_cd_0.10"].is_null());
 }
 
+TEST(MarkdownTables, DejaviewTargetsAreCheckedExactly) {
+  SettingResult a, b;
+  a.workload = b.workload = "w";
+  a.codec = b.codec = "dejaview";
+  a.knob_name = b.knob_name = "T_m";
+  a.knob = 0.1;
+  a.cd_m = 0.05;
+  a.ratio_geometry = 100;
+  a.hausdorff_m = 0.1;  // exactly T: met
+  a.encode_ms.median = 20;
+  a.decode_ms.median = 10;
+  b.knob = 0.2;
+  b.cd_m = 0.1;
+  b.ratio_geometry = 240;
+  b.hausdorff_m = 0.2000001;  // over T by 1e-7 m: not met
+  b.encode_ms.median = 25;
+  b.decode_ms.median = 16;
+  const std::string md = MarkdownTables({a, b});
+  EXPECT_NE(md.find("| geometry-only ratio at CD 0.05 m >= 90 | 100 | yes |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| geometry-only ratio at CD 0.10 m >= 250 | 240 | **no** |"),
+            std::string::npos);
+  EXPECT_NE(md.find("| geometry-only ratio at CD 0.15 m >= 500 | n/a | **no** |"),
+            std::string::npos);
+  EXPECT_NE(md.find("max(Hausdorff - T) = +1.00e-07 m | **no** |"), std::string::npos);
+  EXPECT_NE(md.find("worst median 25.0 ms | yes |"), std::string::npos);
+  EXPECT_NE(md.find("worst median 16.0 ms | **no** |"), std::string::npos);
+  a.codec = b.codec = "draco";
+  EXPECT_EQ(MarkdownTables({a, b}).find("targets"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dv::bench

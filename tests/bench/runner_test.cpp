@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
@@ -168,6 +169,58 @@ TEST(Protocol, PoseNoiseIsSeededAndOnlyYawRotates) {
   PoseNoise none;
   none.sigma_xy_m = none.sigma_z_m = none.sigma_yaw_deg = 0;
   EXPECT_TRUE(PerturbPose(T, none, 3).isApprox(T, 1e-15));
+}
+
+// Writes a two-frame drive DIR/day from KITTI 07's first frames, with or without a prior file.
+void WriteDay(const std::string& dir, bool with_prior) {
+  auto src = OpenDrive(test::KittiSeq("07"));
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(MakeDirs(dir + "/velodyne").ok());
+  for (size_t i = 0; i < 2; ++i) {
+    std::filesystem::copy_file(src->frame_paths[i],
+                               dir + "/velodyne/" + src->frame_names[i] + ".bin");
+  }
+  const std::vector<Pose> poses(src->poses.begin(), src->poses.begin() + 2);
+  ASSERT_TRUE(WriteKittiPoses(dir + "/poses.txt", poses).ok());
+  if (with_prior) {
+    std::vector<Pose> prior = poses;
+    prior[1].translation().x() += 1.0;
+    ASSERT_TRUE(WriteKittiPoses(dir + "/poses_prior.txt", prior).ok());
+  }
+}
+
+TEST(Protocol, MultiDayMapsEarlierDaysAndCodesTheNext) {
+  const std::string dir = test::ScratchDir();
+  WriteDay(dir + "/day_01", false);
+  WriteDay(dir + "/day_02", false);
+  WriteDay(dir + "/day_03", true);
+  ASSERT_TRUE(MakeDirs(dir + "/notes").ok());  // not a day: ignored
+  auto w = MultiDay(dir, 0, 0, 0, PoseNoise{});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->map_drives.size(), 2u);
+  ASSERT_EQ(w->frames.size(), 2u);
+  EXPECT_EQ(w->frames[0].name, "day_03/000000");
+  // day_03 has its own localisation prior: used as is, no noise added.
+  auto day3 = OpenDrive(dir + "/day_03");
+  ASSERT_TRUE(day3.ok());
+  EXPECT_TRUE(w->frames[1].T_world_sensor_prior.isApprox(day3->poses_prior[1], 0));
+  auto one = MultiDay(dir, 1, 0, 1, PoseNoise{});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->map_drives.size(), 1u);
+  ASSERT_EQ(one->frames.size(), 1u);
+  EXPECT_EQ(one->frames[0].name, "day_02/000000");
+  EXPECT_FALSE(one->frames[0].T_world_sensor_prior.isApprox(day3->poses[0], 1e-6));  // noisy
+  // The day-1 map against day 3: an older map.
+  auto aged = MultiDay(dir, 1, 3, 1, PoseNoise{});
+  ASSERT_TRUE(aged.ok()) << aged.status().ToString();
+  EXPECT_EQ(aged->map_drives.size(), 1u);
+  EXPECT_EQ(aged->frames[0].name, "day_03/000000");
+  EXPECT_EQ(aged->name, "day_03 (map: days 1-1)");
+  EXPECT_EQ(CountDays(dir).value(), 3);
+  EXPECT_EQ(MultiDay(dir, 3, 0, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(MultiDay(dir, 2, 2, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(MultiDay(dir + "/day_01", 0, 0, 0, PoseNoise{}).status().code(),
+            Status::Code::kInvalidArgument);
 }
 
 }  // namespace

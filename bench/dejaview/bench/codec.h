@@ -32,8 +32,9 @@ struct EncodedFrame {
 };
 
 struct DecodedCloud {
-  PointCloud cloud;             // sensor frame
-  std::vector<uint8_t> source;  // empty, or per point: 0 explained by the map, 1 residual
+  PointCloud cloud;                      // sensor frame
+  std::vector<uint8_t> source;           // empty, or per point: 0 explained by the map, 1 residual
+  Pose T_map_sensor = Pose::Identity();  // the pose the frame was decoded at (map-based codecs)
 };
 
 class Codec {
@@ -57,6 +58,14 @@ class Codec {
                                         const FrameContext& context, double knob) = 0;
   // Decoding reads every parameter from the bytes, like a real receiver.
   virtual StatusOr<DecodedCloud> Decode(const std::vector<uint8_t>& bytes) = 0;
+  // For the top-down picture: map points within half_width_m (x, y) of the decoded frame's pose
+  // that explain none of its points, in the sensor frame. Empty for codecs without a map.
+  virtual StatusOr<std::vector<Eigen::Vector3f>> UnselectedMapPoints(const DecodedCloud& decoded,
+                                                                     double half_width_m) {
+    (void)decoded;
+    (void)half_width_m;
+    return std::vector<Eigen::Vector3f>{};
+  }
 };
 
 // Names accepted by MakeCodec, in report order; draco and dejaview only when built in.

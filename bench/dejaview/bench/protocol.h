@@ -57,8 +57,12 @@ StatusOr<BenchFrame> LoadFrame(const Drive& drive, size_t i, const std::string& 
 // max_frames == 0: every eligible frame.
 StatusOr<Workload> PseudoRevisit(const std::string& drive_dir, int stride, size_t max_frames,
                                  const PoseNoise& noise);
-// map_days == 0: every day but the last builds the map.
-StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, size_t max_frames,
-                            const PoseNoise& noise);
+// The days are the day_* folders of days_dir in name order, numbered from 1. map_days == 0:
+// every day but the last builds the map; coded_day == 0: the day after the map's last. A later
+// coded_day measures an older map (how the ratio changes as the map ages).
+StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, int coded_day,
+                            size_t max_frames, const PoseNoise& noise);
+// How many day_* folders days_dir holds.
+StatusOr<int> CountDays(const std::string& days_dir);
 
 }  // namespace dv::bench

@@ -38,7 +38,11 @@ struct PictureSample {
   std::string codec_label;  // "dejaview T_m=0.1"
   PointCloud original;
   DecodedCloud decoded;
+  std::vector<Eigen::Vector3f> map_only;  // Codec::UnselectedMapPoints, sensor frame
 };
+
+// Half-width of the top-down picture around the sensor (x and y, metres).
+constexpr double kPictureHalfWidthM = 40;
 
 struct SettingResult {
   std::string workload, codec, knob_name;
