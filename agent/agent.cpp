@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "dejaview/agent/metrics_http.h"
+#include "dejaview/agent/subscriber.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/codec/codec.h"
+#include "dejaview/maps/route_map.h"
 
 namespace dv::agent {
 
@@ -69,22 +72,48 @@ Status Agent::ReadDrive(const std::atomic<bool>* stop) {
 }
 
 void Agent::EncodeLoop() {
+  // RouteMap caches tiles and is not thread-safe: each worker has its own, sharing the budget.
+  std::unique_ptr<maps::RouteMap> map;
+  if (!config_.map_dir.empty()) {
+    auto m =
+        maps::OpenMap(config_.map_dir, size_t(config_.map_memory_bytes / config_.encoder_threads));
+    if (m.ok()) {
+      map = std::move(m).value();
+    } else {
+      spdlog::error("agent: {}; frames are intra-coded", m.status().ToString());
+    }
+  }
+  codec::EncoderParams params;
+  params.tolerance_m = config_.tolerance_m;
+  params.residual_precision_m = config_.residual_precision_m;
+  params.intensity = config_.intensity;
   for (;;) {
     std::optional<Frame> f = queue_.Pop();
     if (!f) return;
     const Clock::time_point t0 = Clock::now();
-    // The payload is the encoded frame; until the codec library is linked in, the frame travels
-    // as its KITTI .bin bytes (the spool, protocol and server treat payloads as opaque).
-    const std::vector<uint8_t> payload = EncodeKittiBin(f->cloud);
+    codec::FrameInfo info;
+    info.sequence = f->sequence;
+    info.timestamp_ns = f->timestamp_ns;
+    info.sensor_id = f->sensor_id;
+    codec::EncodeReport report;
+    auto payload = codec::Encode(f->cloud, f->T_map_sensor, info, params, map.get(), &report);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (!payload.ok()) {
+      ++stats_.frames_failed;
+      spdlog::error("agent: encode {}/{}: {}", f->sensor_id, f->sequence,
+                    payload.status().ToString());
+      continue;
+    }
+    if (map) stats_.map_tiles_loaded = map->loaded_tiles();
     transport::RecordMeta meta;
     meta.vehicle = config_.vehicle;
     meta.drive = config_.drive;
     meta.sensor_id = f->sensor_id;
     meta.sequence = f->sequence;
     meta.timestamp_ns = f->timestamp_ns;
-    meta.T_map_sensor = f->T_map_sensor;
-    auto id = spool_->Append(meta, payload.data(), payload.size());
+    meta.map_version = map && !report.intra_fallback ? map->version() : "";
+    meta.T_map_sensor = report.T_map_sensor;  // the refined pose the payload carries
+    auto id = spool_->Append(meta, payload->data(), payload->size());
     if (!id.ok()) {
       ++stats_.frames_failed;
       spdlog::error("agent: frame {}/{}: {}", f->sensor_id, f->sequence, id.status().ToString());
@@ -92,7 +121,7 @@ void Agent::EncodeLoop() {
     }
     ++stats_.frames_encoded;
     stats_.bytes_raw += 16 * f->cloud.size();
-    stats_.bytes_encoded += payload.size();
+    stats_.bytes_encoded += payload->size();
     ++stats_.encode_count;
     stats_.encode_us_sum += uint64_t(ms * 1000);
     for (int b = 0; b < AgentStats::kBuckets; ++b) {
@@ -162,7 +191,7 @@ std::string Agent::RenderMetrics() const {
     line("upload_gate_open", "gauge", u.gate_open ? 1 : 0);
     line("upload_connected", "gauge", u.connected ? 1 : 0);
   }
-  line("map_tiles_loaded", "gauge", 0);
+  line("map_tiles_loaded", "gauge", double(stats_.map_tiles_loaded));
   return out;
 }
 
@@ -200,14 +229,17 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   for (int i = 0; i < config_.encoder_threads; ++i) workers.emplace_back([this] { EncodeLoop(); });
   std::atomic<bool> source_done{false};
   Status source_status;
-  // Without a source the agent only drains its spool (the LiDAR subscriber is the live source).
-  if (config_.source_drive.empty())
-    spdlog::info("agent: no source_drive: uploading the spool only");
+  // Sources: a drive folder (offline), else the live LiDAR topics; with neither (an empty
+  // lidar_endpoint) the agent only drains its spool.
+  Subscriber subscriber(config_, &queue_, &stats_);
+  const bool live = config_.source_drive.empty() && !config_.lidar_endpoint.empty();
+  if (!live && config_.source_drive.empty())
+    spdlog::info("agent: no source: uploading the spool only");
   std::thread source([&] {
     if (!config_.source_drive.empty()) source_status = ReadDrive(stop);
+    if (live) subscriber.Run(stop);
     source_done = true;
   });
-
   while (!stop->load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const Status s = spool_->SyncIfDue();

@@ -122,9 +122,9 @@ Status ParseUpload(const YAML::Node& node, UploadConfig* u) {
 Status ParseSpool(const YAML::Node& node, transport::SpoolOptions* o) {
   Section s(node, "spool.");
   std::string sync = "group_commit";
-  int64_t budget_mb = int64_t(o->budget_bytes >> 20), segment_kb = int64_t(o->segment_bytes >> 10);
+  int64_t budget_kb = int64_t(o->budget_bytes >> 10), segment_kb = int64_t(o->segment_bytes >> 10);
   DV_RETURN_IF_ERROR(s.Get("dir", &o->dir));
-  DV_RETURN_IF_ERROR(s.Get("budget_mb", &budget_mb));
+  DV_RETURN_IF_ERROR(s.Get("budget_kb", &budget_kb));
   DV_RETURN_IF_ERROR(s.Get("segment_kb", &segment_kb));
   DV_RETURN_IF_ERROR(s.Get("sync", &sync));
   DV_RETURN_IF_ERROR(s.Get("group_commit_ms", &o->group_commit_ms));
@@ -138,9 +138,9 @@ Status ParseSpool(const YAML::Node& node, transport::SpoolOptions* o) {
                                    "' is not every_record or group_commit");
   }
   if (o->dir.empty()) return Status::InvalidArgument("spool.dir: required");
-  if (budget_mb <= 0 || segment_kb <= 0)
-    return Status::InvalidArgument("spool.budget_mb, spool.segment_kb: must be > 0");
-  o->budget_bytes = uint64_t(budget_mb) << 20;
+  if (budget_kb <= 0 || segment_kb <= 0)
+    return Status::InvalidArgument("spool.budget_kb, spool.segment_kb: must be > 0");
+  o->budget_bytes = uint64_t(budget_kb) << 10;
   o->segment_bytes = uint64_t(segment_kb) << 10;
   return Status::Ok();
 }

@@ -44,7 +44,7 @@ TEST(AgentConfig, ParsesAndNamesBadKeys) {
   auto c = ParseAgentConfig(R"(
 vehicle: veh-7
 sensors: [{id: 0, topic: lidar/top}, {id: 1, topic: lidar/rear}]
-spool: {dir: /tmp/x, budget_mb: 64, segment_kb: 1024, sync: every_record}
+spool: {dir: /tmp/x, budget_kb: 65536, segment_kb: 1024, sync: every_record}
 upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:00", window_end_utc: "06:30", bandwidth_bytes_per_s: 1000000}
 )",
                             "agent.yaml");

@@ -42,7 +42,11 @@ std::string MakeDrive(const std::string& dir, size_t n, size_t points) {
   for (size_t i = 0; i < n; ++i) {
     PointCloud c;
     for (size_t p = 0; p < points; ++p) {
-      c.push_back(Eigen::Vector3f(float(p % 97), float(p / 97), float(i)), float(p % 7) / 7.0f);
+      // Scattered points (a fixed hash), so that frames do not compress to nothing.
+      const uint32_t h = uint32_t(p * 2654435761u) ^ uint32_t(i * 40503u);
+      c.push_back(
+          Eigen::Vector3f(float(h % 4001) * 0.01f, float((h >> 12) % 3001) * 0.01f, float(i)),
+          float(p % 7) / 7.0f);
     }
     char name[32];
     std::snprintf(name, sizeof(name), "/velodyne/%06zu.bin", i);
@@ -151,7 +155,7 @@ struct Config {
   std::string drive, spool, endpoint;
   double rate_hz = 0;
   std::string sync = "every_record";
-  int budget_mb = 64;
+  int budget_kb = 65536;
   int segment_kb = 256;
   std::string gate = "gate: always";
   int timeout_ms = 300;
@@ -161,11 +165,11 @@ std::string WriteConfig(const std::string& path, const Config& c) {
   std::ofstream out(path);
   out << "vehicle: veh-1\nsensors: [{id: 0, topic: lidar}]\nsource_drive: \"" << c.drive
       << "\"\nsource_rate_hz: " << c.rate_hz << "\nqueue_frames: 4\nspool: {dir: " << c.spool
-      << ", sync: " << c.sync << ", budget_mb: " << c.budget_mb << ", segment_kb: " << c.segment_kb
+      << ", sync: " << c.sync << ", budget_kb: " << c.budget_kb << ", segment_kb: " << c.segment_kb
       << "}\nupload: {endpoint: \"" << c.endpoint
       << "\", window: 3, batch_records: 4, timeout_ms: " << c.timeout_ms
       << ", backoff_min_ms: 50, backoff_max_ms: 400, " << c.gate
-      << "}\nmetrics_listen: 127.0.0.1:0\n";
+      << "}\nmetrics_listen: 127.0.0.1:0\nlidar_endpoint: \"\"\n";
   return path;
 }
 
@@ -330,11 +334,11 @@ TEST_F(System, LinkCutAndServerKilledSpoolGrowsThenDrains) {
 TEST_F(System, DiskBudgetDropsOldestCountsAndKeepsRunning) {
   const size_t n = 100;
   Config c;
-  c.drive = MakeDrive(dir_, n, 2000);  // 32 kB frames: 3.2 MB into a 1 MB budget
+  c.drive = MakeDrive(dir_, n, 2000);  // several 32 kB segments' worth into a 96 kB budget
   c.spool = dir_ + "/spool";
   c.endpoint = "tcp://127.0.0.1:9";  // nobody listens: nothing is ever acknowledged
-  c.budget_mb = 1;
-  c.segment_kb = 128;
+  c.budget_kb = 96;
+  c.segment_kb = 32;
   c.sync = "group_commit";
   int port = 0;
   auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
@@ -342,7 +346,7 @@ TEST_F(System, DiskBudgetDropsOldestCountsAndKeepsRunning) {
   const auto m = Metrics(port);
   EXPECT_TRUE(agent->running());
   EXPECT_GT(m.at("dejaview_agent_spool_records_dropped_budget_total"), 0);
-  EXPECT_LE(m.at("dejaview_agent_spool_bytes"), 1 << 20);
+  EXPECT_LE(m.at("dejaview_agent_spool_bytes"), 96 << 10);
   // Every frame is either still spooled or counted as dropped, never both, never neither.
   EXPECT_EQ(m.at("dejaview_agent_spool_records_dropped_budget_total") +
                 m.at("dejaview_agent_spool_records_pending"),
@@ -358,7 +362,7 @@ TEST_F(System, DiskBudgetDropsOldestCountsAndKeepsRunning) {
 TEST_F(System, TornAndCorruptedSpoolIsRecoveredAndUploaded) {
   const size_t n = 40;
   Config c;
-  c.drive = MakeDrive(dir_, n, 1000);  // 16 kB frames, two per block
+  c.drive = MakeDrive(dir_, n, 3000);  // several encoded frames per 32 kB block
   c.spool = dir_ + "/spool";
   c.endpoint = "tcp://127.0.0.1:9";
   c.segment_kb = 1024;
@@ -375,12 +379,13 @@ TEST_F(System, TornAndCorruptedSpoolIsRecoveredAndUploaded) {
   }
   ASSERT_EQ(segs.size(), 1u);
   {
-    // Damage block 2 (a flipped CRC bit) and leave half a record at the end (a torn write).
+    // Damage block 1 (a flipped CRC bit) and leave half a record at the end (a torn write).
+    ASSERT_GT(fs::file_size(segs[0]), 3 * transport::kLogBlockSize);
     std::fstream f(segs[0], std::ios::binary | std::ios::in | std::ios::out);
-    f.seekg(2 * transport::kLogBlockSize);
+    f.seekg(transport::kLogBlockSize);
     char b;
     f.get(b);
-    f.seekp(2 * transport::kLogBlockSize);
+    f.seekp(transport::kLogBlockSize);
     f.put(char(b ^ 0x10));
   }
   {

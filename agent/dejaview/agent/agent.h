@@ -38,6 +38,7 @@ struct AgentStats {
   std::atomic<uint64_t> encode_le[kBuckets] = {};  // cumulative on render, per bucket here
   std::atomic<uint64_t> encode_count{0};
   std::atomic<uint64_t> encode_us_sum{0};
+  std::atomic<uint64_t> map_tiles_loaded{0};
 };
 
 struct RunOptions {

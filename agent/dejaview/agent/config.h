@@ -13,7 +13,7 @@ namespace dv::agent {
 
 struct SensorConfig {
   uint32_t id = 0;
-  std::string topic = "lidar";
+  std::string topic = "lidar/top/points/";  // wire topics end in '/' (docs/wire.md)
 };
 
 struct UploadConfig {
@@ -40,8 +40,8 @@ struct AgentConfig {
   std::string vehicle;
   std::string drive;  // empty: "drive-YYYYMMDD" of the agent's start (UTC)
   std::vector<SensorConfig> sensors = {SensorConfig{}};
-  std::string lidar_endpoint = "tcp://127.0.0.1:6000";  // the LiDAR driver's PUB
-  std::string pose_topic = "pose";
+  std::string lidar_endpoint = "tcp://127.0.0.1:6000";  // the LiDAR driver's PUB; empty: none
+  std::string pose_topic = "pose/";
   int64_t pose_max_gap_ms = 500;
   std::string source_drive;   // offline: read frames from a drive folder instead of subscribing
   double source_rate_hz = 0;  // offline pacing; 0: as fast as the encoders take them
