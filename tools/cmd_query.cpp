@@ -12,6 +12,7 @@
 #include "dejaview/base/kitti.h"
 #include "dejaview/server/delta_store.h"
 #include "dejaview/server/frame_index.h"
+#include "dejaview/server/reconstruct.h"
 
 namespace dv::cli {
 namespace {
@@ -71,13 +72,16 @@ Status Export(const std::string& store_root, const std::vector<server::FrameRow>
 
 int RunQuery(int argc, char** argv) {
   auto args = Args::Parse(
-      argc, argv, {"db", "store", "vehicle", "from", "to", "near", "radius", "export", "limit"},
+      argc, argv,
+      {"db", "store", "vehicle", "from", "to", "near", "radius", "export", "maps", "limit"},
       {"help"});
   if (!args.ok()) return Fail("query", args.status());
   if (args->Has("help") || !args->Has("db")) {
     std::printf(
         "usage: dejaview query --db INDEX [--vehicle V] [--from T] [--to T]\n"
-        "                      [--near x,y,z --radius R] [--export DIR [--store STORE]]\n"
+        "                      [--near x,y,z --radius R] [--export DIR [--store STORE] [--maps "
+        "MAPS]]\n"
+        "  --maps MAPS: decode into DIR/velodyne with MAPS/<version>/; without: the stored deltas\n"
         "  T: epoch seconds or YYYY-MM-DDTHH:MM:SS[Z] (UTC); STORE defaults to INDEX's folder\n");
     return args->Has("help") ? kOk : kUsage;
   }
@@ -122,7 +126,16 @@ int RunQuery(int argc, char** argv) {
   std::printf("%zu frames\n", rows->size());
   if (args->Has("export")) {
     const std::string store = args->Get("store", std::filesystem::path(db).parent_path().string());
-    const Status s = Export(store.empty() ? "." : store, *rows, args->Get("export"));
+    const std::string root = store.empty() ? "." : store;
+    Status s;
+    if (args->Has("maps")) {
+      auto delta_store = server::DeltaStore::Open(root);
+      if (!delta_store.ok()) return Fail("query", delta_store.status());
+      server::MapVersions maps(args->Get("maps"));
+      s = server::ReconstructFrames(**delta_store, *rows, &maps, args->Get("export")).status();
+    } else {
+      s = Export(root, *rows, args->Get("export"));
+    }
     if (!s.ok()) return Fail("query", s);
     std::printf("exported %zu frames to %s\n", rows->size(), args->Get("export").c_str());
   }
