@@ -211,14 +211,6 @@ std::vector<std::string_view> SplitTokens(std::string_view line) {
   return out;
 }
 
-std::string Printable(std::string_view token) {
-  std::string out(token.substr(0, 32));
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return token.size() > 32 ? out + "..." : out;
-}
-
 bool ParseU64(std::string_view token, uint64_t* out) {
   if (token.empty() || token.size() > 20) return false;
   uint64_t v = 0;
