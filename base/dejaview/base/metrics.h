@@ -1,5 +1,7 @@
 // A metrics registry rendered in the Prometheus text exposition format 0.0.4 (spec summary in
-// docs/formats.md, "Metrics"). Written here because Debian 12 packages no Prometheus C++ client.
+// docs/formats.md, "Metrics"). Debian 12 does package prometheus-cpp (prometheus-cpp-dev 1.0.1);
+// this small registry was asked for instead, to keep that library and its embedded civetweb
+// HTTP server off the vehicle image; moving to it would only change this file and metrics.cpp.
 //
 // A family (name, help, type) holds one series per label set. Registering returns a reference
 // that stays valid for the registry's lifetime; updating it is lock-free (atomics), so hot paths
