@@ -4,5 +4,9 @@
 namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
+int RunBench(int argc, char** argv);
+int RunQuery(int argc, char** argv);
+int RunConvert(int argc, char** argv);
+int RunKeygen(int argc, char** argv);
 
 }  // namespace dv::cli
