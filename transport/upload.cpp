@@ -198,7 +198,8 @@ StatusOr<std::vector<std::string>> LoadCurveAllowList(const std::string& path) {
 
 StatusOr<CurveKeys> GenerateCurveKeys() {
   char pub[41], sec[41];
-  if (zmq_curve_keypair(pub, sec) != 0) return Status::Unavailable("libzmq was built without CURVE");
+  if (zmq_curve_keypair(pub, sec) != 0)
+    return Status::Unavailable("libzmq was built without CURVE");
   return CurveKeys{pub, sec};
 }
 
