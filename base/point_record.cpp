@@ -27,7 +27,11 @@ float ScalarToFloat(const uint8_t* p, ScalarType t) {
     std::memcpy(&v, p, 4);
     return v;
   }
-  return static_cast<float>(ScalarToDouble(p, t));
+  // Narrowing a double beyond float's range is undefined behaviour; saturate to infinity.
+  const double d = ScalarToDouble(p, t);
+  if (d > std::numeric_limits<float>::max()) return std::numeric_limits<float>::infinity();
+  if (d < -std::numeric_limits<float>::max()) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d);
 }
 
 }  // namespace
@@ -153,8 +157,10 @@ Status RecordLayout::Decode(const uint8_t* rec, size_t i, PointCloud* cloud) con
   if (slot_field_[kRing] >= 0) {
     const double ring = ScalarToDouble(at(kRing), type(kRing));
     if (ring < 0 || ring > 65535) {
-      return Status::Corruption("point " + std::to_string(i) + ": ring " +
-                                std::to_string(int64_t(ring)) + " does not fit uint16");
+      char value[32];
+      std::snprintf(value, sizeof(value), "%.0f", ring);  // may exceed int64: print the double
+      return Status::Corruption("point " + std::to_string(i) + ": ring " + value +
+                                " does not fit uint16");
     }
     cloud->ring[i] = uint16_t(ring);
   }
@@ -209,14 +215,6 @@ std::vector<std::string_view> SplitTokens(std::string_view line) {
     i = j;
   }
   return out;
-}
-
-std::string Printable(std::string_view token) {
-  std::string out(token.substr(0, 32));
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return token.size() > 32 ? out + "..." : out;
 }
 
 bool ParseU64(std::string_view token, uint64_t* out) {

@@ -14,6 +14,7 @@
 
 #include "dejaview/base/point_cloud.h"
 #include "dejaview/base/status.h"
+#include "text_util.h"
 
 namespace dv::internal {
 
@@ -85,9 +86,6 @@ class LineCursor {
 
 // Splits on spaces, tabs and "\r"; empty tokens are dropped.
 std::vector<std::string_view> SplitTokens(std::string_view line);
-// A token from untrusted input made safe to echo in a message: at most 32 characters, bytes
-// outside printable ASCII shown as '?'.
-std::string Printable(std::string_view token);
 // A decimal unsigned integer with nothing around it; false on overflow or stray characters.
 bool ParseU64(std::string_view token, uint64_t* out);
 

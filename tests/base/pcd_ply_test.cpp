@@ -170,6 +170,16 @@ TEST(Pcd, ReadsAnOrganisedAsciiCloudWithIntegerTime) {
   EXPECT_TRUE(std::isnan(c->xyz[3].x()));
 }
 
+// A double beyond float's range becomes infinity (a non-finite point, kept), not undefined
+// behaviour; integer coordinates convert exactly.
+TEST(Pcd, OutOfRangeDoublesSaturateToInfinity) {
+  const std::string text =
+      "FIELDS x y z\nSIZE 8 8 2\nTYPE F F I\nWIDTH 1\nDATA ascii\n1e300 -1e300 -32768\n";
+  auto c = ParsePcd(reinterpret_cast<const uint8_t*>(text.data()), text.size(), "d.pcd");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->xyz[0], Eigen::Vector3f(INFINITY, -INFINITY, -32768.0f));
+}
+
 // A mesh: an element with a list before the vertices (skipped row by row), extra vertex
 // properties of several types, double coordinates, and faces after the vertices.
 std::string MeshHeader(const char* format, const std::string& counts) {

@@ -107,6 +107,27 @@ TEST(RunSetting, RealFrameLosslessPeerCountsItsHeader) {
   EXPECT_EQ(r->dynamic_p_to_q.max_m, 0.0);
 }
 
+TEST(RunSetting, DejaviewAdapterHoldsItsBoundAndCountsEveryByte) {
+  auto codec = MakeDejaviewCodec();
+  if (!codec) GTEST_SKIP() << "built without dejaview_codec";
+  auto w = PseudoRevisit(test::KittiSeq("07"), 2, 1, PoseNoise{});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  RunOptions options;
+  options.scratch_dir = test::ScratchDir();
+  options.keep_picture = true;
+  PictureSample picture;
+  auto r = RunSetting(*codec, 0.2, *w, options, &picture);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_LE(r->hausdorff_m, 0.2);  // the codec's guarantee, measured by the bench's metric
+  EXPECT_GT(r->map_bytes, 0u);
+  uint64_t total = 0;
+  for (const auto& s : r->sections) total += s.second;
+  EXPECT_EQ(total, r->bytes_geometry);
+  EXPECT_DOUBLE_EQ(r->ratio_geometry, 12.0 * double(r->original_points) / double(total));
+  ASSERT_EQ(picture.decoded.source.size(), picture.decoded.cloud.size());
+  EXPECT_FALSE(picture.map_only.empty());
+}
+
 TEST(Protocol, PseudoRevisitSplitsEvenAndOddFrames) {
   auto w = PseudoRevisit(test::KittiSeq("00"), 2, 0, PoseNoise{});
   ASSERT_TRUE(w.ok()) << w.status().ToString();

@@ -203,12 +203,21 @@ void Store::CopyWorker() {
       objects_copied_ += batch.members.size();
       packs_uploaded_++;
     } else {
-      // Retry later, in the same pack (the intent may already be journaled).
       copy_errors_++;
       last_copy_error_ = st.ToString();
       spdlog::warn("copier: {}", last_copy_error_);
-      redo_.push_front(std::move(batch));
-      copy_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; });
+      if (st.code() == Status::Code::kNotFound || st.code() == Status::Code::kCorruption) {
+        // A member's disk copy is gone or differs: retrying now cannot help. The error stays
+        // in the metrics; objects still on disk are queued again at the next Open.
+        for (const Pending& p : batch.members) {
+          queued_.erase(p.id);
+          pending_bytes_ -= std::min(pending_bytes_, p.size);
+        }
+      } else {
+        // Unavailable remote: retry later, in the same pack (its intent may be journaled).
+        redo_.push_front(std::move(batch));
+        copy_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; });
+      }
     }
     flush_cv_.notify_all();
   }
@@ -292,9 +301,11 @@ void Reader::Plan(size_t index) {
   }
   slot->bytes.resize(size);
   const uint64_t chunk = store_->config_.read_chunk_bytes;
+  const uint64_t chunks = size == 0 ? 1 : (size + chunk - 1) / chunk;  // an empty object: one
   std::vector<bool> used(sources.size(), false);
   std::vector<std::pair<TierPath*, std::pair<uint64_t, uint64_t>>> plan;
-  for (uint64_t off = 0; off < size || (size == 0 && plan.empty()); off += chunk) {
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const uint64_t off = c * chunk;
     const uint64_t len = std::min(chunk, size - off);
     size_t best = 0;
     double best_s = std::numeric_limits<double>::infinity();
@@ -307,7 +318,6 @@ void Reader::Plan(size_t index) {
     }
     used[best] = true;
     plan.push_back({sources[best], {off, len}});
-    if (size == 0) break;
   }
   for (size_t i = 0; i < sources.size(); ++i) {
     if (used[i]) sources[i]->CountHit();

@@ -1,0 +1,157 @@
+// The frame index contract on both back ends (SQLite file, real PostgreSQL server), and two
+// writer processes on one PostgreSQL and one object store storing every frame exactly once.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "dejaview/store/frame_index.h"
+#include "dejaview/store/store.h"
+#include "postgres_process.h"
+#include "s3rver_process.h"
+#include "testutil.h"
+
+namespace dv::store {
+namespace {
+
+FrameRecord Frame(const std::string& vehicle, uint32_t sensor, uint64_t seq) {
+  FrameRecord r;
+  r.vehicle = vehicle;
+  r.sensor_id = sensor;
+  r.sequence = seq;
+  r.timestamp_ns = int64_t(seq) * 100000000 + sensor;  // 10 Hz
+  const std::string bytes = vehicle + "/" + std::to_string(sensor) + "/" + std::to_string(seq);
+  r.object = ComputeId(bytes.data(), bytes.size());
+  return r;
+}
+
+void CheckContract(FrameIndex* index) {
+  for (uint64_t seq = 0; seq < 10; ++seq) {
+    for (uint32_t sensor = 0; sensor < 2; ++sensor) {
+      auto fresh = index->Insert(Frame("car-1", sensor, seq));
+      ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+      EXPECT_TRUE(*fresh);
+    }
+  }
+  ASSERT_TRUE(*index->Insert(Frame("car-2", 0, 3)));
+  auto again = index->Insert(Frame("car-1", 1, 4));  // a resent frame
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+  EXPECT_EQ(*index->Count(), 21u);
+  // Frames 2..4 of car-1 (timestamps in [0.2 s, 0.5 s)), in time order.
+  auto rows = index->Query("car-1", 200000000, 500000000);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 6u);
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const FrameRecord want = Frame("car-1", uint32_t(i % 2), 2 + i / 2);
+    EXPECT_EQ((*rows)[i].sequence, want.sequence);
+    EXPECT_EQ((*rows)[i].sensor_id, want.sensor_id);
+    EXPECT_EQ((*rows)[i].timestamp_ns, want.timestamp_ns);
+    EXPECT_EQ((*rows)[i].object, want.object);
+  }
+  auto none = index->Query("car-3", 0, INT64_MAX);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(FrameIndex, SqliteContract) {
+  auto index = OpenFrameIndex("sqlite:" + test::ScratchDir() + "/frames.db");
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  CheckContract(index->get());
+  EXPECT_EQ(OpenFrameIndex("sqlite:/nonexistent-dir/x.db").status().code(), Status::Code::kIoError);
+  EXPECT_EQ(OpenFrameIndex("mysql:x").status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(FrameIndex, PostgresContract) {
+  auto pg = PostgresProcess::Start(test::ScratchDir() + "/pg");
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  CheckContract(index->get());
+  const auto refused = OpenFrameIndex("postgresql:host=/nonexistent port=1 user=x");
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
+}
+
+// Two ingest processes receive the same 200 frames (in different orders, as resends would) and
+// store a frame's bytes only when the shared index says it is new: each frame is indexed once,
+// and the shared bucket holds each object once.
+TEST(FrameIndex, TwoWritersOnOnePostgresAndOneBucketStoreEachFrameOnce) {
+  const std::string dir = test::ScratchDir();
+  auto pg = PostgresProcess::Start(dir + "/pg");
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  auto s3 = S3rverProcess::Start(dir + "/s3", "fleet");
+  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+  constexpr int kFrames = 200;
+  int results[2];
+  ASSERT_EQ(::pipe(results), 0);
+  pid_t writers[2];
+  for (int w = 0; w < 2; ++w) {
+    writers[w] = ::fork();
+    ASSERT_GE(writers[w], 0);
+    if (writers[w] != 0) continue;
+    ::close(results[0]);
+    std::vector<int> order(kFrames);
+    for (int i = 0; i < kFrames; ++i) order[size_t(i)] = i;
+    std::shuffle(order.begin(), order.end(), std::mt19937(uint32_t(w + 1)));
+    StoreConfig config;
+    config.disk_dir = dir + "/server" + std::to_string(w);
+    config.remote_enabled = true;
+    config.s3 = (*s3)->config();
+    config.coalesce_ms = 5;
+    auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
+    auto store = Store::Open(config);
+    if (!index.ok() || !store.ok()) ::_exit(2);
+    int32_t stored = 0;
+    for (const int i : order) {
+      const std::string bytes = "frame payload " + std::to_string(i);
+      FrameRecord r = Frame("car-1", 0, uint64_t(i));
+      r.object = ComputeId(bytes.data(), bytes.size());
+      auto fresh = (*index)->Insert(r);
+      if (!fresh.ok()) ::_exit(3);
+      if (!*fresh) continue;
+      if (!(*store)->Put(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok()) {
+        ::_exit(4);
+      }
+      stored++;
+    }
+    if (!(*store)->Flush(30000).ok()) ::_exit(5);
+    if (::write(results[1], &stored, sizeof stored) != sizeof stored) ::_exit(6);
+    ::_exit(0);
+  }
+  ::close(results[1]);
+  int32_t total = 0;
+  for (int w = 0; w < 2; ++w) {
+    int status = 0;
+    ::waitpid(writers[w], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer " << w << ": " << status;
+    int32_t stored = 0;
+    ASSERT_EQ(::read(results[0], &stored, sizeof stored), ssize_t(sizeof stored));
+    total += stored;
+  }
+  ::close(results[0]);
+  EXPECT_EQ(total, kFrames);
+  auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*(*index)->Count(), uint64_t(kFrames));
+  auto remote = RemoteTier::Open((*s3)->config(), "");
+  ASSERT_TRUE(remote.ok());
+  std::map<ObjectId, int> uploads;
+  auto keys = (*remote)->client().ListKeys("packs/");
+  ASSERT_TRUE(keys.ok());
+  for (const std::string& key : *keys) {
+    auto entries = (*remote)->ReadPackIndex(key);
+    ASSERT_TRUE(entries.ok());
+    for (const PackEntry& e : *entries) uploads[e.id]++;
+  }
+  EXPECT_EQ(uploads.size(), size_t(kFrames));
+  auto frames = (*index)->Query("car-1", 0, INT64_MAX);
+  ASSERT_TRUE(frames.ok());
+  ASSERT_EQ(frames->size(), size_t(kFrames));
+  for (const FrameRecord& r : *frames) EXPECT_EQ(uploads[r.object], 1) << "frame " << r.sequence;
+}
+
+}  // namespace
+}  // namespace dv::store
