@@ -88,7 +88,8 @@ StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size) {
   uint64_t n = 0;
   switch (m.type) {
     case MessageType::kHello: {
-      if (!r.Str(&m.vehicle, kMaxRecordNameBytes)) return Bad("HELLO vehicle: truncated or too long");
+      if (!r.Str(&m.vehicle, kMaxRecordNameBytes))
+        return Bad("HELLO vehicle: truncated or too long");
       DV_RETURN_IF_ERROR(ValidateName("HELLO vehicle", m.vehicle));
       if (m.vehicle.empty()) return Bad("HELLO vehicle: empty");
       if (!r.Varint(&n) || n > kMaxHelloSensors)

@@ -44,7 +44,7 @@ struct SpoolRecord {
   std::vector<uint8_t> payload;
 };
 
-constexpr size_t kMaxRecordNameBytes = 128;                  // vehicle, drive, map version
+constexpr size_t kMaxRecordNameBytes = 128;            // vehicle, drive, map version
 constexpr size_t kMaxPayloadBytes = size_t(32) << 20;  // one encoded frame
 
 // The record body stored in a log record and carried in upload batches (docs/spool-format.md).
