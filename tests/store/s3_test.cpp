@@ -109,5 +109,30 @@ TEST(RemoteTier, PacksAreIndexedAtReopen) {
   EXPECT_EQ((*other)->objects(), 0u);
 }
 
+TEST(RemoteTier, ATruncatedPackIsLeftOutNotFatal) {
+  auto s3 = StartS3rver();
+  ASSERT_TRUE(s3);
+  const std::vector<uint8_t> object(4000, 7);
+  std::vector<uint8_t> pack;
+  {
+    auto tier = RemoteTier::Open(s3->config(), "cut/");
+    ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+    pack = BuildPack({{ComputeId(object.data(), object.size()), object.data(), object.size()}});
+    // What an uploader killed mid-PUT can leave behind: the pack's first 5 bytes under its key.
+    ASSERT_TRUE((*tier)->client().PutObject((*tier)->PackKey(pack), pack.data(), 5).ok());
+  }
+  auto tier = RemoteTier::Open(s3->config(), "cut/");
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ((*tier)->objects(), 0u);
+  ASSERT_EQ((*tier)->unreadable_packs().size(), 1u);
+  // The redo writes the whole pack under the same key, after which it is indexed.
+  ASSERT_TRUE((*tier)->PutPackBytes(pack).ok());
+  EXPECT_EQ((*tier)->objects(), 1u);
+  auto again = RemoteTier::Open(s3->config(), "cut/");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->unreadable_packs().empty());
+  EXPECT_EQ((*again)->objects(), 1u);
+}
+
 }  // namespace
 }  // namespace dv::store

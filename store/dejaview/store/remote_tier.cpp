@@ -8,8 +8,16 @@ StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Open(const S3Config& config,
   DV_ASSIGN_OR_RETURN(const std::vector<std::string> keys,
                       tier->client_.ListKeys(prefix + "packs/"));
   for (const std::string& key : keys) {
-    DV_ASSIGN_OR_RETURN(const std::vector<PackEntry> entries, tier->ReadPackIndex(key));
-    tier->Index(key, entries);
+    // A pack whose header cannot be read is one whose upload was cut off (the uploader died
+    // mid-PUT and the server exposed the partial object) or is still in flight from another
+    // server. It is left out of the index, not fatal: its copy intent is still in the journal,
+    // so recovery re-uploads it under the same content-hash key.
+    auto entries = tier->ReadPackIndex(key);
+    if (!entries.ok()) {
+      tier->unreadable_packs_.push_back(entries.status().ToString());
+      continue;
+    }
+    tier->Index(key, *entries);
   }
   return tier;
 }

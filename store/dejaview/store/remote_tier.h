@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "dejaview/store/pack.h"
 #include "dejaview/store/s3_client.h"
@@ -42,6 +43,8 @@ class RemoteTier : public Tier {
   std::string PackKey(const std::vector<uint8_t>& pack) const;
   // Reads the header entries of one pack (used by Open and by tests that audit the bucket).
   StatusOr<std::vector<PackEntry>> ReadPackIndex(const std::string& key);
+  // Packs skipped at Open because their header could not be read, with the reason for each.
+  const std::vector<std::string>& unreadable_packs() const { return unreadable_packs_; }
   S3Client& client() { return client_; }
   const std::string& prefix() const { return prefix_; }
 
@@ -61,6 +64,7 @@ class RemoteTier : public Tier {
   std::unordered_map<ObjectId, Location, ObjectIdHash> index_;
   std::unordered_map<std::string, uint64_t> pack_members_;
   uint64_t bytes_ = 0;
+  std::vector<std::string> unreadable_packs_;
 };
 
 }  // namespace dv::store

@@ -27,6 +27,9 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const StoreConfig& config) {
   store->paths_.push_back(std::make_unique<TierPath>(store->disk_.get(), config.disk));
   if (config.remote_enabled) {
     DV_ASSIGN_OR_RETURN(store->remote_, RemoteTier::Open(config.s3, config.remote_prefix));
+    for (const std::string& why : store->remote_->unreadable_packs()) {
+      spdlog::warn("remote tier: pack left out of the index until its copy is redone: {}", why);
+    }
     store->paths_.push_back(std::make_unique<TierPath>(store->remote_.get(), config.remote));
     JournalState state;
     const std::string journal =
