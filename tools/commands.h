@@ -4,5 +4,9 @@
 namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
+int RunMap(int argc, char** argv);
+int RunEncode(int argc, char** argv);
+int RunDecode(int argc, char** argv);
+int RunInspect(int argc, char** argv);
 
 }  // namespace dv::cli
