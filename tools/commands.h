@@ -8,5 +8,9 @@ int RunMap(int argc, char** argv);
 int RunEncode(int argc, char** argv);
 int RunDecode(int argc, char** argv);
 int RunInspect(int argc, char** argv);
+int RunBench(int argc, char** argv);
+int RunQuery(int argc, char** argv);
+int RunConvert(int argc, char** argv);
+int RunKeygen(int argc, char** argv);
 
 }  // namespace dv::cli
