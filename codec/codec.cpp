@@ -190,7 +190,10 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   for (auto& [id, len] : table) {
     r.U8(&id);
     r.Varint(&len);
-    if (len > size) return bad("section length beyond the input");
+    if (len > size) {
+      return bad("truncated: section of " + std::to_string(len) + " bytes in a " +
+                 std::to_string(size) + "-byte input");
+    }
     total += len;
   }
   if (r.failed()) return bad("truncated section table");

@@ -9,11 +9,11 @@ namespace dv::codec {
 namespace {
 
 constexpr double kSourceVoxelM = 1.0;  // frame subsample of the coarse stage (one point per cell)
-constexpr double kFineSourceVoxelM = 0.5;  // and of the fine stage
+constexpr double kFineSourceVoxelM = 0.75;  // and of the fine stage
 constexpr double kCoarseVoxelM = 0.5;      // correspondence hash of the coarse iterations
-constexpr int kCoarsePerCell = 8;
-constexpr int kCoarseIterations = 6;
-constexpr int kMaxFineIterations = 8;
+constexpr int kCoarsePerCell = 5;
+constexpr int kCoarseIterations = 5;
+constexpr int kMaxFineIterations = 6;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
 constexpr double kConvergedM = 2e-4;
 constexpr size_t kMinCorrespondences = 100;

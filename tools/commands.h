@@ -4,6 +4,10 @@
 namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
+int RunMap(int argc, char** argv);
+int RunEncode(int argc, char** argv);
+int RunDecode(int argc, char** argv);
+int RunInspect(int argc, char** argv);
 int RunBench(int argc, char** argv);
 int RunQuery(int argc, char** argv);
 int RunConvert(int argc, char** argv);

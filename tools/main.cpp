@@ -16,6 +16,11 @@ struct Command {
 // One line per subcommand; each lives in its own cmd_*.cpp.
 constexpr Command kCommands[] = {
     {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
+    {"map", "build a route map from drives (map build) or describe one (map info)",
+     dv::cli::RunMap},
+    {"encode", "code frames as deltas against a route map, within a tolerance", dv::cli::RunEncode},
+    {"decode", "reconstruct frames from delta files", dv::cli::RunDecode},
+    {"inspect", "show a delta file's header, pose, bound and section sizes", dv::cli::RunInspect},
     {"bench", "measure ratio, error and speed of dejaview and its peers", dv::cli::RunBench},
     {"query", "find stored frames by vehicle, time and place; --export a drive", dv::cli::RunQuery},
     {"convert", "convert a frame between KITTI .bin, PCD and PLY (or a whole drive)",

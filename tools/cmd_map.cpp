@@ -1,0 +1,106 @@
+// dejaview map build | map info: the route map of docs/map-format.md.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "dejaview/maps/route_map.h"
+
+namespace dv::cli {
+namespace {
+
+int Build(int argc, char** argv) {
+  auto args =
+      Args::Parse(argc, argv, {"out", "every", "resolution", "max-range"}, {"json", "help"});
+  if (!args.ok()) return Fail("map build", args.status());
+  if (args->Has("help") || args->positional().empty() || !args->Has("out")) {
+    std::printf(
+        "usage: dejaview map build DRIVE... --out MAPDIR [--every N] [--resolution R]\n"
+        "                          [--max-range M] [--json]\n"
+        "  builds a voxel route map (resolution R metres, default 0.2) from every N-th frame of\n"
+        "  each drive (frames + poses.txt); transient objects seen in one pass are left out\n");
+    return args->Has("help") ? kOk : kUsage;
+  }
+  maps::BuildOptions opt;
+  auto res = args->GetDouble("resolution", opt.resolution_m);
+  auto every = args->GetInt("every", opt.every);
+  auto range = args->GetDouble("max-range", opt.max_range_m);
+  if (!res.ok()) return Fail("map build", res.status());
+  if (!every.ok()) return Fail("map build", every.status());
+  if (!range.ok()) return Fail("map build", range.status());
+  opt.resolution_m = *res;
+  opt.every = int(*every);
+  opt.max_range_m = *range;
+  std::vector<Drive> drives;
+  for (const std::string& path : args->positional()) {
+    auto d = OpenDrive(path);
+    if (!d.ok()) return Fail("map build", d.status());
+    drives.push_back(std::move(d).value());
+  }
+  const bool json = args->Has("json");
+  opt.progress = [](size_t done, size_t total) {
+    std::fprintf(stderr, "\rmap build: %zu/%zu passes", done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  maps::BuildReport rep;
+  const std::string out = args->Get("out");
+  Status s = maps::BuildMap(drives, opt, out, &rep);
+  if (!s.ok()) return Fail("map build", s);
+  auto map = maps::OpenMap(out, 0);
+  if (!map.ok()) return Fail("map build", map.status());
+  if (json) {
+    nlohmann::json j = {{"map", out},
+                        {"version", (*map)->version()},
+                        {"frames", rep.frames},
+                        {"voxels", rep.voxels_kept},
+                        {"voxels_dropped", rep.voxels_dropped},
+                        {"tiles", rep.tiles},
+                        {"bytes", (*map)->disk_bytes()}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf(
+        "map %s: version %s, %zu frames, %llu voxels (%llu transient dropped), %zu tiles, "
+        "%llu bytes\n",
+        out.c_str(), (*map)->version().c_str(), rep.frames, (unsigned long long)rep.voxels_kept,
+        (unsigned long long)rep.voxels_dropped, rep.tiles,
+        (unsigned long long)(*map)->disk_bytes());
+  }
+  return kOk;
+}
+
+int Info(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, {}, {"json", "help"});
+  if (!args.ok()) return Fail("map info", args.status());
+  if (args->Has("help") || args->positional().size() != 1) {
+    std::printf("usage: dejaview map info MAPDIR [--json]\n");
+    return args->Has("help") ? kOk : kUsage;
+  }
+  auto map = maps::OpenMap(args->positional()[0], 0);
+  if (!map.ok()) return Fail("map info", map.status());
+  const maps::RouteMap& m = **map;
+  if (args->Has("json")) {
+    nlohmann::json j = {{"map", args->positional()[0]},     {"version", m.version()},
+                        {"resolution_m", m.resolution_m()}, {"tiles", m.tiles().size()},
+                        {"voxels", m.voxel_count()},        {"bytes", m.disk_bytes()}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return kOk;
+  }
+  std::printf("map:        %s\n", args->positional()[0].c_str());
+  std::printf("version:    %s\n", m.version().c_str());
+  std::printf("resolution: %.3f m\n", m.resolution_m());
+  std::printf("tiles:      %zu (%d voxels per side)\n", m.tiles().size(), maps::kTileVoxels);
+  std::printf("voxels:     %llu\n", (unsigned long long)m.voxel_count());
+  std::printf("bytes:      %llu\n", (unsigned long long)m.disk_bytes());
+  return kOk;
+}
+
+}  // namespace
+
+int RunMap(int argc, char** argv) {
+  if (argc >= 1 && std::string(argv[0]) == "build") return Build(argc - 1, argv + 1);
+  if (argc >= 1 && std::string(argv[0]) == "info") return Info(argc - 1, argv + 1);
+  std::printf("usage: dejaview map build|info ... (dejaview map build --help)\n");
+  return argc >= 1 && std::string(argv[0]) == "--help" ? kOk : kUsage;
+}
+
+}  // namespace dv::cli

@@ -1,0 +1,22 @@
+// Helpers shared by the encode, decode and inspect subcommands.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "dejaview/maps/route_map.h"
+
+namespace dv::cli {
+
+// Opens --map when given (null otherwise), within --map-budget-mb (default 512).
+StatusOr<std::unique_ptr<maps::RouteMap>> OpenMapArg(const Args& args);
+
+// The .dvd files of a directory, sorted by name (or the single file given).
+StatusOr<std::vector<std::string>> DeltaFiles(const std::string& path);
+
+// "12 numbers" (commas or spaces) as a KITTI 3x4 pose.
+StatusOr<Pose> ParsePose(const std::string& text);
+
+}  // namespace dv::cli
