@@ -10,7 +10,7 @@ namespace {
 
 constexpr double kSourceVoxelM = 1.0;  // frame subsample of the coarse stage (one point per cell)
 constexpr double kFineSourceVoxelM = 0.75;  // and of the fine stage
-constexpr double kCoarseVoxelM = 0.5;      // correspondence hash of the coarse iterations
+constexpr double kCoarseVoxelM = 0.5;       // correspondence hash of the coarse iterations
 constexpr int kCoarsePerCell = 5;
 constexpr int kCoarseIterations = 5;
 constexpr int kMaxFineIterations = 6;
