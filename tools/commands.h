@@ -4,5 +4,8 @@
 namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
+int RunSimulate(int argc, char** argv);
+int RunReplay(int argc, char** argv);
+int RunRecord(int argc, char** argv);
 
 }  // namespace dv::cli

@@ -16,6 +16,9 @@ struct Command {
 // One line per subcommand; each lives in its own cmd_*.cpp.
 constexpr Command kCommands[] = {
     {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
+    {"simulate", "generate simulated multi-day drives of one route", dv::cli::RunSimulate},
+    {"replay", "publish a drive's frames and poses over ZeroMQ", dv::cli::RunReplay},
+    {"record", "subscribe to frames and poses and write a drive", dv::cli::RunRecord},
 };
 
 void PrintHelp() {

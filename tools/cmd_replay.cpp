@@ -1,0 +1,5 @@
+#include "commands.h"
+
+namespace dv::cli {
+int RunReplay(int, char**) { return 1; }
+}  // namespace dv::cli
