@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/pcd.h"
+#include "dejaview/base/ply.h"
 
 namespace fs = std::filesystem;
 
@@ -16,6 +18,10 @@ bool IsFrameFile(const fs::path& p) {
 }
 
 std::string Extension(const std::string& path) { return fs::path(path).extension().string(); }
+Status UnknownExtension(const std::string& path) {
+  return Status::InvalidArgument(path + ": unknown point-cloud extension '" + Extension(path) +
+                                 "' (expected .bin, .pcd or .ply)");
+}
 
 }  // namespace
 
@@ -68,15 +74,30 @@ StatusOr<Drive> OpenDrive(const std::string& dir) {
 StatusOr<PointCloud> ReadPointCloudFile(const std::string& path) {
   const std::string ext = Extension(path);
   if (ext == ".bin") return ReadKittiBin(path);
-  return Status::InvalidArgument(path + ": unknown point-cloud extension '" + ext +
-                                 "' (expected .bin, .pcd or .ply)");
+  if (ext == ".pcd") return ReadPcd(path);
+  if (ext == ".ply") return ReadPly(path);
+  return UnknownExtension(path);
 }
 
 Status WritePointCloudFile(const std::string& path, const PointCloud& cloud) {
+  return WritePointCloudFile(path, cloud, CloudEncoding::kBinary);
+}
+
+Status WritePointCloudFile(const std::string& path, const PointCloud& cloud,
+                           CloudEncoding encoding) {
+  if (!cloud.consistent()) {
+    return Status::InvalidArgument(path + ": point cloud arrays have inconsistent lengths");
+  }
   const std::string ext = Extension(path);
-  if (ext == ".bin") return WriteKittiBin(path, cloud);
-  return Status::InvalidArgument(path + ": unknown point-cloud extension '" + ext +
-                                 "' (expected .bin, .pcd or .ply)");
+  if (ext == ".bin") {
+    if (encoding == CloudEncoding::kAscii) {
+      return Status::InvalidArgument(path + ": KITTI .bin has no ascii form");
+    }
+    return WriteKittiBin(path, cloud);
+  }
+  if (ext == ".pcd") return WritePcd(path, cloud, encoding);
+  if (ext == ".ply") return WritePly(path, cloud, encoding);
+  return UnknownExtension(path);
 }
 
 }  // namespace dv

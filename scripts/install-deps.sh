@@ -9,7 +9,16 @@ PKGS=(
   libeigen3-dev libnanoflann-dev libzmq3-dev cppzmq-dev liblz4-dev libzstd-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
+  libcurl4-openssl-dev libssl-dev nodejs
 )
+# The store tests' S3-compatible server (s3rver, npm), installed into the project (.deps/).
+install_s3rver() {
+  local dir; dir="$(cd "$(dirname "$0")/.." && pwd)/.deps"
+  [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] && return 0
+  command -v npm >/dev/null || $SUDO apt-get install -y -q --no-install-recommends npm
+  npm install --prefix "$dir" --no-audit --no-fund --silent s3rver@3.7.1
+}
+trap install_s3rver EXIT
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

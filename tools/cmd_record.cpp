@@ -79,7 +79,7 @@ int RunRecord(int argc, char** argv) {
       std::fprintf(stderr, "dejaview record: dropped: %s\n", frame.status().ToString().c_str());
       continue;
     }
-    auto cloud = transport::ToPointCloud(*frame);
+    auto cloud = transport::ToPointCloud(*frame, &counters);
     if (!cloud.ok()) {
       std::fprintf(stderr, "dejaview record: dropped: %s\n", cloud.status().ToString().c_str());
       continue;

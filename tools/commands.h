@@ -4,6 +4,10 @@
 namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
+int RunBench(int argc, char** argv);
+int RunQuery(int argc, char** argv);
+int RunConvert(int argc, char** argv);
+int RunKeygen(int argc, char** argv);
 int RunSimulate(int argc, char** argv);
 int RunReplay(int argc, char** argv);
 int RunRecord(int argc, char** argv);

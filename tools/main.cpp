@@ -16,6 +16,11 @@ struct Command {
 // One line per subcommand; each lives in its own cmd_*.cpp.
 constexpr Command kCommands[] = {
     {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
+    {"bench", "measure ratio, error and speed of dejaview and its peers", dv::cli::RunBench},
+    {"query", "find stored frames by vehicle, time and place; --export a drive", dv::cli::RunQuery},
+    {"convert", "convert a frame between KITTI .bin, PCD and PLY (or a whole drive)",
+     dv::cli::RunConvert},
+    {"keygen", "make a CURVE key pair for the agent-server upload link", dv::cli::RunKeygen},
     {"simulate", "generate simulated multi-day drives of one route", dv::cli::RunSimulate},
     {"replay", "publish a drive's frames and poses over ZeroMQ", dv::cli::RunReplay},
     {"record", "subscribe to frames and poses and write a drive", dv::cli::RunRecord},

@@ -36,6 +36,10 @@ StatusOr<Drive> OpenDrive(const std::string& dir);
 
 // Reads a frame by extension (.bin KITTI, .pcd, .ply).
 StatusOr<PointCloud> ReadPointCloudFile(const std::string& path);
+// Writes by extension; .pcd and .ply are written binary.
 Status WritePointCloudFile(const std::string& path, const PointCloud& cloud);
+// Writes by extension with the given body encoding; ascii for .bin is an error.
+Status WritePointCloudFile(const std::string& path, const PointCloud& cloud,
+                           CloudEncoding encoding);
 
 }  // namespace dv

@@ -10,6 +10,9 @@
 
 namespace dv {
 
+// How a text-capable format (PCD, PLY) stores its body.
+enum class CloudEncoding { kBinary, kAscii };
+
 struct PointCloud {
   std::vector<Eigen::Vector3f> xyz;
   std::vector<float> intensity;      // one per point (0 where the source had none)

@@ -1,0 +1,238 @@
+#include "dejaview/agent/agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <thread>
+#include <vector>
+
+#include "dejaview/agent/metrics_http.h"
+#include "dejaview/base/drive.h"
+#include "dejaview/base/file_util.h"
+#include "dejaview/base/kitti.h"
+
+namespace dv::agent {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string TodayDrive() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "drive-%Y%m%d", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Agent::Agent(AgentConfig config)
+    : config_(std::move(config)), queue_(size_t(config_.queue_frames)) {
+  if (config_.drive.empty()) config_.drive = TodayDrive();
+}
+
+Agent::~Agent() = default;
+
+Status Agent::ReadDrive(const std::atomic<bool>* stop) {
+  DV_ASSIGN_OR_RETURN(const Drive drive, OpenDrive(config_.source_drive));
+  const auto period = config_.source_rate_hz > 0
+                          ? std::chrono::duration<double>(1.0 / config_.source_rate_hz)
+                          : std::chrono::duration<double>(0);
+  const Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < drive.size() && !stop->load(); ++i) {
+    Frame f;
+    f.sensor_id = config_.sensors.front().id;
+    f.sequence = i;
+    // A drive's timestamps are seconds from its start; frames without them are 10 Hz.
+    const double t_s = drive.timestamps_s.empty() ? 0.1 * double(i) : drive.timestamps_s[i];
+    f.timestamp_ns = int64_t(std::llround(t_s * 1e9));
+    if (!drive.poses_prior.empty()) {
+      f.T_map_sensor = drive.poses_prior[i];
+    } else if (!drive.poses.empty()) {
+      f.T_map_sensor = drive.poses[i];
+    }
+    DV_ASSIGN_OR_RETURN(f.cloud, ReadPointCloudFile(drive.frame_paths[i]));
+    ++stats_.frames_in;
+    // A recorded drive must lose nothing: the drive source waits for room in the queue (the
+    // counted drop-oldest policy is for live topics, which cannot wait).
+    if (period.count() > 0) {
+      std::this_thread::sleep_until(
+          start + std::chrono::duration_cast<Clock::duration>(period * double(i)));
+    }
+    if (!queue_.PushWait(std::move(f))) break;
+  }
+  return Status::Ok();
+}
+
+void Agent::EncodeLoop() {
+  for (;;) {
+    std::optional<Frame> f = queue_.Pop();
+    if (!f) return;
+    const Clock::time_point t0 = Clock::now();
+    // The payload is the encoded frame; until the codec library is linked in, the frame travels
+    // as its KITTI .bin bytes (the spool, protocol and server treat payloads as opaque).
+    const std::vector<uint8_t> payload = EncodeKittiBin(f->cloud);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    transport::RecordMeta meta;
+    meta.vehicle = config_.vehicle;
+    meta.drive = config_.drive;
+    meta.sensor_id = f->sensor_id;
+    meta.sequence = f->sequence;
+    meta.timestamp_ns = f->timestamp_ns;
+    meta.T_map_sensor = f->T_map_sensor;
+    auto id = spool_->Append(meta, payload.data(), payload.size());
+    if (!id.ok()) {
+      ++stats_.frames_failed;
+      spdlog::error("agent: frame {}/{}: {}", f->sensor_id, f->sequence, id.status().ToString());
+      continue;
+    }
+    ++stats_.frames_encoded;
+    stats_.bytes_raw += 16 * f->cloud.size();
+    stats_.bytes_encoded += payload.size();
+    ++stats_.encode_count;
+    stats_.encode_us_sum += uint64_t(ms * 1000);
+    for (int b = 0; b < AgentStats::kBuckets; ++b) {
+      if (ms <= AgentStats::kBucketMs[b]) {
+        ++stats_.encode_le[b];
+        break;
+      }
+    }
+  }
+}
+
+std::string Agent::RenderMetrics() const {
+  std::string out;
+  auto line = [&](const char* name, const char* type, double v) {
+    out += std::string("# TYPE dejaview_agent_") + name + " " + type + "\n";
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    out += std::string("dejaview_agent_") + name + " " + buf + "\n";
+  };
+  line("frames_in_total", "counter", double(stats_.frames_in));
+  line("frames_encoded_total", "counter", double(stats_.frames_encoded));
+  line("frames_dropped_queue_total", "counter", double(queue_.dropped()));
+  line("frames_no_pose_total", "counter", double(stats_.frames_no_pose));
+  line("frames_failed_total", "counter", double(stats_.frames_failed));
+  line("bytes_raw_total", "counter", double(stats_.bytes_raw));
+  line("bytes_encoded_total", "counter", double(stats_.bytes_encoded));
+  line("compression_ratio", "gauge",
+       stats_.bytes_encoded ? double(stats_.bytes_raw) / double(stats_.bytes_encoded) : 0.0);
+  line("queue_depth", "gauge", double(queue_.size()));
+  line("queue_high_water", "gauge", double(queue_.high_water()));
+  out += "# TYPE dejaview_agent_encode_seconds histogram\n";
+  uint64_t cumulative = 0;
+  for (int b = 0; b < AgentStats::kBuckets; ++b) {
+    cumulative += stats_.encode_le[b];
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "dejaview_agent_encode_seconds_bucket{le=\"%g\"} %llu\n",
+                  AgentStats::kBucketMs[b] / 1000, static_cast<unsigned long long>(cumulative));
+    out += buf;
+  }
+  out += "dejaview_agent_encode_seconds_bucket{le=\"+Inf\"} " +
+         std::to_string(stats_.encode_count) + "\n";
+  out += "dejaview_agent_encode_seconds_sum " + std::to_string(double(stats_.encode_us_sum) / 1e6) +
+         "\n";
+  out += "dejaview_agent_encode_seconds_count " + std::to_string(stats_.encode_count) + "\n";
+  if (spool_) {
+    const transport::SpoolStats s = spool_->stats();
+    line("spool_bytes", "gauge", double(s.bytes_on_disk));
+    line("spool_records_pending", "gauge", double(s.next_id - s.acked_below));
+    line("spool_oldest_pending_timestamp_seconds", "gauge",
+         double(s.oldest_unacked_timestamp_ns) / 1e9);
+    line("spool_records_dropped_budget_total", "counter", double(s.records_dropped_budget));
+    line("spool_segments_dropped_budget_total", "counter", double(s.segments_dropped_budget));
+    line("spool_corrupt_blocks", "gauge", double(s.corrupt_blocks));
+    line("spool_torn_tail_bytes", "gauge", double(s.torn_tail_bytes));
+  }
+  if (uploader_) {
+    const UploaderStats& u = uploader_->stats();
+    line("upload_bytes_total", "counter", double(u.bytes_sent));
+    line("upload_batches_sent_total", "counter", double(u.batches_sent));
+    line("upload_batches_acked_total", "counter", double(u.batches_acked));
+    line("upload_batches_resent_total", "counter", double(u.batches_resent));
+    line("upload_batches_rejected_total", "counter", double(u.batches_rejected));
+    line("upload_records_acked_total", "counter", double(u.records_acked));
+    line("upload_records_duplicate_total", "counter", double(u.records_duplicate));
+    line("upload_reconnects_total", "counter", double(u.reconnects));
+    line("upload_inflight_batches", "gauge", double(u.inflight));
+    line("upload_gate_open", "gauge", u.gate_open ? 1 : 0);
+    line("upload_connected", "gauge", u.connected ? 1 : 0);
+  }
+  line("map_tiles_loaded", "gauge", 0);
+  return out;
+}
+
+Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
+  DV_ASSIGN_OR_RETURN(spool_, transport::Spool::Open(config_.spool));
+  {
+    const transport::SpoolStats s = spool_->stats();
+    spdlog::info(
+        "agent: spool {}: {} pending records, {} corrupt blocks skipped, {} torn bytes truncated",
+        config_.spool.dir, s.next_id - s.acked_below, s.corrupt_blocks, s.torn_tail_bytes);
+  }
+  std::vector<uint32_t> sensors;
+  for (const SensorConfig& s : config_.sensors) sensors.push_back(s.id);
+  transport::CurveKeys keys;
+  if (!config_.upload.curve_key_file.empty()) {
+    DV_ASSIGN_OR_RETURN(keys, transport::LoadCurveKeyFile(config_.upload.curve_key_file));
+  }
+  uploader_ = std::make_unique<Uploader>(config_.upload, config_.vehicle, sensors, spool_.get(),
+                                         std::move(keys));
+
+  std::unique_ptr<MetricsHttp> http;
+  if (!config_.metrics_listen.empty()) {
+    DV_ASSIGN_OR_RETURN(
+        http, MetricsHttp::Start(config_.metrics_listen, [this] { return RenderMetrics(); }));
+    spdlog::info("agent: metrics on http://{}/metrics (port {})", config_.metrics_listen,
+                 http->port());
+    if (!options.metrics_port_file.empty()) {
+      DV_RETURN_IF_ERROR(
+          WriteFileAtomic(options.metrics_port_file, std::to_string(http->port()) + "\n"));
+    }
+  }
+  std::atomic<bool> stop_uploader{false};
+  std::thread upload_thread([&] { uploader_->Run(&stop_uploader); });
+  std::vector<std::thread> workers;
+  for (int i = 0; i < config_.encoder_threads; ++i) workers.emplace_back([this] { EncodeLoop(); });
+  std::atomic<bool> source_done{false};
+  Status source_status;
+  // Without a source the agent only drains its spool (the LiDAR subscriber is the live source).
+  if (config_.source_drive.empty())
+    spdlog::info("agent: no source_drive: uploading the spool only");
+  std::thread source([&] {
+    if (!config_.source_drive.empty()) source_status = ReadDrive(stop);
+    source_done = true;
+  });
+
+  while (!stop->load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const Status s = spool_->SyncIfDue();
+    if (!s.ok()) spdlog::error("agent: {}", s.ToString());
+    if (source_done && !source_status.ok()) break;
+    if (options.exit_when_drained && source_done && queue_.size() == 0 &&
+        stats_.frames_encoded + stats_.frames_failed + queue_.dropped() + stats_.frames_no_pose ==
+            stats_.frames_in) {
+      const transport::SpoolStats st = spool_->stats();
+      if (st.acked_below == st.next_id) break;
+    }
+  }
+  // Drain: sources first, then every queued frame into the spool, then the uploader.
+  source.join();
+  queue_.Close();
+  for (std::thread& w : workers) w.join();
+  const Status synced = spool_->SyncIfDue(true);
+  stop_uploader = true;
+  upload_thread.join();
+  const transport::SpoolStats st = spool_->stats();
+  spdlog::info("agent: stopped; {} frames in, {} encoded, {} dropped; {} records pending upload",
+               stats_.frames_in.load(), stats_.frames_encoded.load(), queue_.dropped(),
+               st.next_id - st.acked_below);
+  DV_RETURN_IF_ERROR(source_status);
+  return synced;
+}
+
+}  // namespace dv::agent

@@ -1,0 +1,67 @@
+// The vehicle agent: frames come from the LiDAR topics (or, offline, from a drive folder), get
+// the pose at their timestamp, wait in a bounded queue, are encoded by worker threads and
+// appended to the durable spool, from which the uploader drains them to the server.
+// Shutdown (stop set, e.g. by SIGTERM) stops the sources, lets the workers drain the queue into
+// the spool, syncs it, and then stops the uploader: nothing received is lost by a clean stop.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "dejaview/agent/bounded_queue.h"
+#include "dejaview/agent/config.h"
+#include "dejaview/agent/uploader.h"
+#include "dejaview/base/point_cloud.h"
+#include "dejaview/base/pose.h"
+#include "dejaview/transport/spool.h"
+
+namespace dv::agent {
+
+struct Frame {
+  uint32_t sensor_id = 0;
+  uint64_t sequence = 0;
+  int64_t timestamp_ns = 0;
+  PointCloud cloud;
+  Pose T_map_sensor = Pose::Identity();  // the localisation prior at timestamp_ns
+};
+
+struct AgentStats {
+  std::atomic<uint64_t> frames_in{0};
+  std::atomic<uint64_t> frames_encoded{0};
+  std::atomic<uint64_t> frames_failed{0};   // encoder or spool error, logged
+  std::atomic<uint64_t> frames_no_pose{0};  // no pose at the frame's stamp: dropped, counted
+  std::atomic<uint64_t> bytes_raw{0};       // 16 bytes per point (xyz + intensity float32)
+  std::atomic<uint64_t> bytes_encoded{0};
+  static constexpr int kBuckets = 10;
+  static constexpr double kBucketMs[kBuckets] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+  std::atomic<uint64_t> encode_le[kBuckets] = {};  // cumulative on render, per bucket here
+  std::atomic<uint64_t> encode_count{0};
+  std::atomic<uint64_t> encode_us_sum{0};
+};
+
+struct RunOptions {
+  // Offline: exit once the source drive is exhausted and every record is acknowledged.
+  bool exit_when_drained = false;
+  std::string metrics_port_file;  // written with the bound metrics port
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentConfig config);
+  ~Agent();
+  Status Run(const std::atomic<bool>* stop, const RunOptions& options);
+  std::string RenderMetrics() const;
+
+ private:
+  void EncodeLoop();
+  Status ReadDrive(const std::atomic<bool>* stop);
+
+  AgentConfig config_;
+  std::unique_ptr<transport::Spool> spool_;
+  std::unique_ptr<Uploader> uploader_;
+  BoundedQueue<Frame> queue_;
+  AgentStats stats_;
+};
+
+}  // namespace dv::agent

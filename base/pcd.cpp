@@ -1,0 +1,215 @@
+#include "dejaview/base/pcd.h"
+
+#include <map>
+
+#include "dejaview/base/file_util.h"
+#include "dejaview/base/kitti.h"
+#include "point_record.h"
+
+namespace dv {
+namespace {
+
+using internal::LineCursor;
+using internal::RecordField;
+using internal::RecordLayout;
+using internal::ScalarKind;
+using internal::ScalarType;
+
+// Far more than any real sensor's record (PCL's own types have < 40 fields); bounds the header.
+constexpr size_t kMaxFields = 256;
+constexpr uint64_t kMaxCount = 1u << 16;
+
+struct HeaderLine {
+  int line_no = 0;
+  std::vector<std::string_view> values;  // the tokens after the keyword
+};
+
+Status HeaderError(const std::string& name, int line_no, const std::string& what) {
+  return Status::Corruption(name + ":" + std::to_string(line_no) + ": " + what);
+}
+
+// One numeric header value (WIDTH, HEIGHT, POINTS).
+Status HeaderNumber(const std::string& name, const std::map<std::string, HeaderLine>& lines,
+                    const char* key, uint64_t* out) {
+  const HeaderLine& h = lines.at(key);
+  if (h.values.size() != 1 || !internal::ParseU64(h.values[0], out)) {
+    return HeaderError(name, h.line_no, std::string(key) + " must be one non-negative integer");
+  }
+  return Status::Ok();
+}
+
+// SIZE/TYPE/COUNT have one entry per FIELDS entry.
+Status CheckListLength(const std::string& name, const HeaderLine& h, const char* key,
+                       size_t fields) {
+  if (h.values.size() != fields) {
+    return HeaderError(name, h.line_no,
+                       std::string(key) + " has " + std::to_string(h.values.size()) +
+                           " entries, FIELDS has " + std::to_string(fields));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<RecordField>> ParseFields(const std::string& name,
+                                               const std::map<std::string, HeaderLine>& lines) {
+  for (const char* key : {"FIELDS", "SIZE", "TYPE"}) {
+    if (!lines.count(key)) return Status::Corruption(name + ": header has no " + key + " line");
+  }
+  const HeaderLine& names = lines.at("FIELDS");
+  const HeaderLine& sizes = lines.at("SIZE");
+  const HeaderLine& types = lines.at("TYPE");
+  const size_t n = names.values.size();
+  if (n == 0) return HeaderError(name, names.line_no, "FIELDS is empty");
+  if (n > kMaxFields) {
+    return HeaderError(
+        name, names.line_no,
+        std::to_string(n) + " fields exceeds the limit of " + std::to_string(kMaxFields));
+  }
+  DV_RETURN_IF_ERROR(CheckListLength(name, sizes, "SIZE", n));
+  DV_RETURN_IF_ERROR(CheckListLength(name, types, "TYPE", n));
+  const HeaderLine* counts = lines.count("COUNT") ? &lines.at("COUNT") : nullptr;
+  if (counts) DV_RETURN_IF_ERROR(CheckListLength(name, *counts, "COUNT", n));
+
+  std::vector<RecordField> fields(n);
+  for (size_t f = 0; f < n; ++f) {
+    RecordField& field = fields[f];
+    field.name = internal::Printable(names.values[f]);
+    const std::string what = "field '" + field.name + "': ";
+    uint64_t size = 0;
+    if (!internal::ParseU64(sizes.values[f], &size) ||
+        (size != 1 && size != 2 && size != 4 && size != 8)) {
+      return HeaderError(
+          name, sizes.line_no,
+          what + "SIZE '" + internal::Printable(sizes.values[f]) + "' is not 1, 2, 4 or 8");
+    }
+    const std::string_view type = types.values[f];
+    if (type == "F") {
+      field.type.kind = ScalarKind::kFloat;
+      if (size != 4 && size != 8) {
+        return HeaderError(name, sizes.line_no,
+                           what + "TYPE F with SIZE " + std::to_string(size) +
+                               " is not supported (float is 4 or 8 bytes)");
+      }
+    } else if (type == "U") {
+      field.type.kind = ScalarKind::kUint;
+    } else if (type == "I") {
+      field.type.kind = ScalarKind::kInt;
+    } else {
+      return HeaderError(
+          name, types.line_no,
+          what + "unknown TYPE '" + internal::Printable(type) + "' (expected I, U or F)");
+    }
+    field.type.size = uint8_t(size);
+    uint64_t count = 1;
+    if (counts &&
+        (!internal::ParseU64(counts->values[f], &count) || count == 0 || count > kMaxCount)) {
+      return HeaderError(name, counts->line_no,
+                         what + "COUNT '" + internal::Printable(counts->values[f]) +
+                             "' is not an integer in [1, " + std::to_string(kMaxCount) + "]");
+    }
+    field.count = uint32_t(count);
+  }
+  return fields;
+}
+
+}  // namespace
+
+StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::string& name) {
+  LineCursor cursor(data, size);
+  std::map<std::string, HeaderLine> lines;
+  std::string_view line;
+  while (true) {
+    if (!cursor.Next(&line)) {
+      return Status::Corruption(name + ": header ends without a DATA line (not a PCD file?)");
+    }
+    const auto tokens = internal::SplitTokens(line);
+    if (tokens.empty() || tokens[0][0] == '#') continue;
+    const std::string key(tokens[0]);
+    static const char* const kKeys[] = {"VERSION", "FIELDS", "SIZE",      "TYPE",   "COUNT",
+                                        "WIDTH",   "HEIGHT", "VIEWPOINT", "POINTS", "DATA"};
+    bool known = false;
+    for (const char* k : kKeys) known = known || key == k;
+    if (!known) {
+      return HeaderError(
+          name, cursor.line_no(),
+          "unknown header keyword '" + internal::Printable(key) + "' (not a PCD v0.7 file?)");
+    }
+    if (lines.count(key)) return HeaderError(name, cursor.line_no(), key + " appears twice");
+    lines[key] = {cursor.line_no(), {tokens.begin() + 1, tokens.end()}};
+    if (key == "DATA") break;
+  }
+
+  if (lines.count("VERSION")) {
+    const HeaderLine& v = lines["VERSION"];
+    if (v.values.size() != 1 || (v.values[0] != "0.7" && v.values[0] != ".7")) {
+      return HeaderError(name, v.line_no,
+                         "unsupported VERSION '" +
+                             internal::Printable(v.values.empty() ? "" : v.values[0]) +
+                             "' (dejaview reads PCD v0.7)");
+    }
+  }
+  const HeaderLine& data_line = lines["DATA"];
+  const std::string encoding = data_line.values.size() == 1 ? std::string(data_line.values[0]) : "";
+  if (encoding == "binary_compressed") {
+    return HeaderError(name, data_line.line_no,
+                       "DATA binary_compressed is not supported (save as binary or ascii)");
+  }
+  if (encoding != "binary" && encoding != "ascii") {
+    return HeaderError(name, data_line.line_no,
+                       "DATA '" + internal::Printable(encoding) + "' is not ascii or binary");
+  }
+  DV_ASSIGN_OR_RETURN(std::vector<RecordField> fields, ParseFields(name, lines));
+  DV_ASSIGN_OR_RETURN(RecordLayout layout, RecordLayout::Make(std::move(fields), name));
+
+  if (!lines.count("WIDTH")) return Status::Corruption(name + ": header has no WIDTH line");
+  uint64_t width = 0, height = 1, points = 0;
+  DV_RETURN_IF_ERROR(HeaderNumber(name, lines, "WIDTH", &width));
+  if (lines.count("HEIGHT")) DV_RETURN_IF_ERROR(HeaderNumber(name, lines, "HEIGHT", &height));
+  // Both below 2^32, so the product cannot overflow.
+  if (width > UINT32_MAX || height > UINT32_MAX || width * height > kMaxPointsPerFrame) {
+    return Status::OutOfRange(name + ": WIDTH " + std::to_string(width) + " x HEIGHT " +
+                              std::to_string(height) + " exceeds the limit of " +
+                              std::to_string(kMaxPointsPerFrame) + " points");
+  }
+  points = width * height;
+  if (lines.count("POINTS")) {
+    uint64_t declared = 0;
+    DV_RETURN_IF_ERROR(HeaderNumber(name, lines, "POINTS", &declared));
+    if (declared != points) {
+      return HeaderError(name, lines["POINTS"].line_no,
+                         "POINTS " + std::to_string(declared) +
+                             " differs from WIDTH x HEIGHT = " + std::to_string(points));
+    }
+  }
+
+  return internal::ReadRecords(
+      layout, points, encoding == "binary" ? CloudEncoding::kBinary : CloudEncoding::kAscii, data,
+      size, &cursor, name);
+}
+
+StatusOr<PointCloud> ReadPcd(const std::string& path) {
+  DV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+  return ParsePcd(bytes.data(), bytes.size(), path);
+}
+
+std::vector<uint8_t> EncodePcd(const PointCloud& cloud, CloudEncoding encoding) {
+  const auto fields = internal::OutputFields(cloud);
+  std::string names, sizes, types, counts;
+  for (const RecordField& f : fields) {
+    names += " " + f.name;
+    sizes += " " + std::to_string(f.type.size);
+    types += f.type.kind == ScalarKind::kFloat ? " F" : " U";
+    counts += " 1";
+  }
+  const std::string n = std::to_string(cloud.size());
+  std::string header = "# .PCD v0.7 - Point Cloud Data file format (written by dejaview)\n";
+  header += "VERSION 0.7\nFIELDS" + names + "\nSIZE" + sizes + "\nTYPE" + types + "\nCOUNT" +
+            counts + "\nWIDTH " + n + "\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS " + n +
+            "\nDATA " + (encoding == CloudEncoding::kBinary ? "binary" : "ascii") + "\n";
+  return internal::EncodeRecords(header, cloud, encoding);
+}
+
+Status WritePcd(const std::string& path, const PointCloud& cloud, CloudEncoding encoding) {
+  return WriteFileAtomic(path, EncodePcd(cloud, encoding));
+}
+
+}  // namespace dv

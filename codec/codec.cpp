@@ -1,0 +1,483 @@
+// Encode and Decode: the container of docs/delta-format.md around the map section
+// (map_coder.h) and the octree sections (octree_coder.h).
+#include "dejaview/codec/codec.h"
+
+#include <Eigen/Geometry>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+
+#include "dejaview/base/bytes.h"
+#include "dejaview/base/crc32c.h"
+#include "dejaview/base/kitti.h"
+#include "map_coder.h"
+#include "octree_coder.h"
+#include "registration.h"
+
+namespace dv::codec {
+namespace {
+
+constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
+constexpr uint8_t kFormatVersion = 1;
+constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
+constexpr uint8_t kFlagIntensity = 1;
+enum Section : uint8_t {
+  kMapSelection = 1,
+  kResidualGeometry = 2,
+  kResidualIntensity = 3,
+  kIntraGeometry = 4,
+  kIntraIntensity = 5,
+};
+constexpr int kMaxSections = 8;
+// Every decision of the encoder keeps this much below the tolerance, so that float rounding of
+// decoded coordinates (about 1e-5 m at 100 m) can never break the bound.
+constexpr double kMarginM = 1e-4;
+constexpr double kTranslationStepM = 1e-4;
+constexpr double kQuaternionScale = double(1 << 30);
+constexpr double kRegistrationSlackM = 3.0;
+
+const char* SectionName(uint8_t id) {
+  switch (id) {
+    case kMapSelection:
+      return "map";
+    case kResidualGeometry:
+      return "residual";
+    case kResidualIntensity:
+      return "residual_intensity";
+    case kIntraGeometry:
+      return "intra";
+    case kIntraIntensity:
+      return "intra_intensity";
+    default:
+      return "unknown";
+  }
+}
+
+uint64_t ZigZag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
+int64_t UnZigZag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
+
+// The pose as transmitted: translation in 0.1 mm, unit quaternion (w >= 0) in units of 2^-30.
+struct QuantPose {
+  int64_t t[3] = {0, 0, 0};
+  int64_t q[4] = {1 << 30, 0, 0, 0};
+
+  Eigen::Matrix3d R() const {
+    return RotationOf(Eigen::Vector4d(double(q[0]), double(q[1]), double(q[2]), double(q[3])));
+  }
+  Eigen::Vector3d translation() const {
+    return Eigen::Vector3d(double(t[0]), double(t[1]), double(t[2])) * kTranslationStepM;
+  }
+  Pose pose() const {
+    Pose T = Pose::Identity();
+    T.linear() = R();
+    T.translation() = translation();
+    return T;
+  }
+};
+
+QuantPose Quantize(const Pose& T) {
+  QuantPose qp;
+  for (int a = 0; a < 3; ++a) qp.t[a] = std::llround(T.translation()[a] / kTranslationStepM);
+  Eigen::Quaterniond q(T.linear());
+  q.normalize();
+  if (q.w() < 0) q.coeffs() = -q.coeffs();
+  const double c[4] = {q.w(), q.x(), q.y(), q.z()};
+  for (int a = 0; a < 4; ++a) qp.q[a] = std::llround(c[a] * kQuaternionScale);
+  return qp;
+}
+
+// Cell side such that a cell's centre is within `bound_m` of every point inside it.
+double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
+
+struct Header {
+  uint8_t mode = kModeIntra;
+  uint8_t flags = 0;
+  uint64_t tolerance_um = 0;
+  uint64_t residual_um = 0;
+  FrameInfo info;
+  uint64_t map_id = 0;
+  QuantPose pose;
+  std::vector<std::pair<uint8_t, std::vector<uint8_t>>> sections;
+};
+
+std::vector<uint8_t> WriteContainer(const Header& h) {
+  ByteWriter w;
+  w.Bytes(kMagic, 4);
+  w.U8(kFormatVersion);
+  w.U8(h.mode);
+  w.U8(h.flags);
+  w.Varint(h.tolerance_um);
+  w.Varint(h.residual_um);
+  w.Varint(h.info.sequence);
+  w.Varint(ZigZag(h.info.timestamp_ns));
+  w.Varint(h.info.sensor_id);
+  if (h.mode == kModeDelta) w.U64(h.map_id);
+  for (int64_t v : h.pose.t) w.Varint(ZigZag(v));
+  for (int64_t v : h.pose.q) w.Varint(ZigZag(v));
+  w.U8(uint8_t(h.sections.size()));
+  for (const auto& [id, body] : h.sections) {
+    w.U8(id);
+    w.Varint(body.size());
+  }
+  for (const auto& s : h.sections) w.Bytes(s.second.data(), s.second.size());
+  w.U32(crc32c::Mask(crc32c::Value(w.buffer().data(), w.size())));
+  return w.Take();
+}
+
+// Sections point into the input (offset, length).
+struct ParsedSection {
+  uint8_t id;
+  const uint8_t* data;
+  size_t size;
+};
+
+Status ParseContainer(const uint8_t* data, size_t size, Header* h,
+                      std::vector<ParsedSection>* sections) {
+  auto bad = [](const std::string& what) { return Status::Corruption("delta: " + what); };
+  if (size < 4 || std::memcmp(data, kMagic, 4) != 0) {
+    return bad("not a dejaview delta frame (bad magic)");
+  }
+  ByteReader r(data, size);
+  r.Skip(4);
+  uint8_t version = 0, nsec = 0;
+  uint64_t ts = 0, sensor = 0;
+  r.U8(&version);
+  if (!r.failed() && version != kFormatVersion) {
+    return bad("unsupported format version " + std::to_string(version));
+  }
+  r.U8(&h->mode);
+  r.U8(&h->flags);
+  r.Varint(&h->tolerance_um);
+  r.Varint(&h->residual_um);
+  r.Varint(&h->info.sequence);
+  r.Varint(&ts);
+  r.Varint(&sensor);
+  h->info.timestamp_ns = UnZigZag(ts);
+  h->info.sensor_id = uint32_t(sensor);
+  if (h->mode == kModeDelta) r.U64(&h->map_id);
+  for (int64_t& v : h->pose.t) {
+    uint64_t z = 0;
+    r.Varint(&z);
+    v = UnZigZag(z);
+  }
+  for (int64_t& v : h->pose.q) {
+    uint64_t z = 0;
+    r.Varint(&z);
+    v = UnZigZag(z);
+  }
+  r.U8(&nsec);
+  if (r.failed()) return bad("truncated header (" + std::to_string(size) + " bytes)");
+  if (h->mode != kModeIntra && h->mode != kModeDelta) {
+    return bad("unknown mode " + std::to_string(h->mode));
+  }
+  if (sensor > UINT32_MAX) return bad("sensor_id out of range");
+  if (h->tolerance_um < 1000 || h->tolerance_um > 10000000) return bad("tolerance out of range");
+  if (h->residual_um <= uint64_t(2 * kMarginM * 1e6) || h->residual_um > h->tolerance_um) {
+    return bad("residual precision out of range");
+  }
+  for (int64_t v : h->pose.t) {
+    if (std::llabs(v) > (int64_t(1) << 50)) return bad("pose translation out of range");
+  }
+  int64_t qn = 0;
+  for (int64_t v : h->pose.q) {
+    if (std::llabs(v) > (int64_t(1) << 31)) return bad("pose rotation out of range");
+    qn = std::max<int64_t>(qn, std::llabs(v));
+  }
+  if (qn < (int64_t(1) << 29)) return bad("pose rotation is not a unit quaternion");
+  if (nsec > kMaxSections) return bad("too many sections (" + std::to_string(nsec) + ")");
+  std::vector<std::pair<uint8_t, uint64_t>> table(nsec);
+  uint64_t total = 0;
+  for (auto& [id, len] : table) {
+    r.U8(&id);
+    r.Varint(&len);
+    if (len > size) return bad("section length beyond the input");
+    total += len;
+  }
+  if (r.failed()) return bad("truncated section table");
+  if (total + 4 > r.remaining()) {
+    return bad("truncated: sections need " + std::to_string(total + 4) + " bytes, " +
+               std::to_string(r.remaining()) + " present");
+  }
+  if (total + 4 < r.remaining()) return bad("trailing bytes after the last section");
+  uint32_t stored = 0;
+  std::memcpy(&stored, data + size - 4, 4);
+  if (crc32c::Unmask(stored) != crc32c::Value(data, size - 4)) return bad("checksum mismatch");
+  sections->clear();
+  const uint8_t* p = r.position();
+  for (const auto& [id, len] : table) {
+    for (const ParsedSection& s : *sections) {
+      if (s.id == id) return bad(std::string("duplicate section ") + SectionName(id));
+    }
+    sections->push_back({id, p, size_t(len)});
+    p += len;
+  }
+  return Status::Ok();
+}
+
+const ParsedSection* FindSection(const std::vector<ParsedSection>& s, uint8_t id) {
+  for (const ParsedSection& x : s) {
+    if (x.id == id) return &x;
+  }
+  return nullptr;
+}
+
+void AppendCells(const CellCloud& cells, bool intensity, DecodedFrame* out) {
+  for (size_t i = 0; i < cells.centres.size(); ++i) {
+    out->cloud.push_back(cells.centres[i],
+                         intensity ? DequantizeIntensity6(cells.intensity[i]) : 0);
+    out->source.push_back(1);
+  }
+}
+
+void Report(const Header& h, EncodeReport* report) {
+  report->section_bytes.clear();
+  for (const auto& [id, body] : h.sections)
+    report->section_bytes.emplace_back(SectionName(id), body.size());
+}
+
+Header BaseHeader(const FrameInfo& info, const EncoderParams& p, double residual_m) {
+  Header h;
+  h.info = info;
+  h.flags = p.intensity ? kFlagIntensity : 0;
+  // Rounded down: the bound stated in the header is never looser than the one asked for.
+  h.tolerance_um = uint64_t(std::floor(p.tolerance_m * 1e6 + 1e-6));
+  h.residual_um = uint64_t(std::floor(residual_m * 1e6 + 1e-6));
+  return h;
+}
+
+Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vector<float>& inten,
+                       double step_m, bool intensity, uint8_t geometry_id, uint8_t intensity_id,
+                       Header* h) {
+  std::vector<uint8_t> geometry, ibytes;
+  DV_RETURN_IF_ERROR(EncodeCells(pts, inten, step_m, intensity, &geometry, &ibytes, nullptr));
+  h->sections.emplace_back(geometry_id, std::move(geometry));
+  if (intensity) h->sections.emplace_back(intensity_id, std::move(ibytes));
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior,
+                                      const FrameInfo& info, const EncoderParams& params,
+                                      maps::RouteMap* map, EncodeReport* report) {
+  if (!frame.consistent()) return Status::InvalidArgument("encode: inconsistent point cloud");
+  if (!(params.tolerance_m >= 0.001 && params.tolerance_m <= 10)) {
+    return Status::InvalidArgument("encode: tolerance_m must be in [0.001, 10] m");
+  }
+  if (!(params.residual_precision_m >= 0.001)) {
+    return Status::InvalidArgument("encode: residual_precision_m must be >= 0.001 m");
+  }
+  if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
+  EncodeReport local;
+  EncodeReport* rep = report ? report : &local;
+  *rep = EncodeReport();
+  std::vector<Eigen::Vector3f> pts;
+  std::vector<float> inten;
+  pts.reserve(frame.size());
+  inten.reserve(frame.size());
+  double max_range = 0;
+  for (size_t i = 0; i < frame.size(); ++i) {
+    if (!frame.xyz[i].allFinite()) {
+      ++rep->non_finite_points;
+      continue;
+    }
+    pts.push_back(frame.xyz[i]);
+    inten.push_back(frame.intensity[i]);
+    max_range = std::max(max_range, double(frame.xyz[i].norm()));
+  }
+  rep->points_in = pts.size();
+  const Header base =
+      BaseHeader(info, params, std::min(params.residual_precision_m, params.tolerance_m));
+  // The bounds as the decoder reads them from the header: both sides derive cell steps from these.
+  const double tol = double(base.tolerance_um) / 1e6;
+  const double residual_m = double(base.residual_um) / 1e6;
+
+  auto intra = [&]() -> StatusOr<std::vector<uint8_t>> {
+    Header h = base;
+    h.mode = kModeIntra;
+    h.pose = Quantize(prior);
+    DV_RETURN_IF_ERROR(AddCellSections(pts, inten, CellStep(tol), params.intensity, kIntraGeometry,
+                                       kIntraIntensity, &h));
+    return WriteContainer(h);
+  };
+  if (map == nullptr || pts.empty()) {
+    rep->intra_fallback = true;
+    rep->residual_points = pts.size();
+    rep->T_map_sensor = Quantize(prior).pose();
+    DV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, intra());
+    Header h;
+    std::vector<ParsedSection> s;
+    DV_RETURN_IF_ERROR(ParseContainer(bytes.data(), bytes.size(), &h, &s));
+    for (const ParsedSection& x : s) rep->section_bytes.emplace_back(SectionName(x.id), x.size);
+    return bytes;
+  }
+
+  // Radius of the candidate ball, in decimetres: everything the frame can touch.
+  const uint64_t radius_dm = uint64_t(std::ceil((max_range + tol) * 10));
+  const double radius_m = double(radius_dm) / 10;
+  Candidates around_prior;
+  DV_RETURN_IF_ERROR(DeriveCandidates(map, prior.linear(), prior.translation(),
+                                      radius_m + kRegistrationSlackM, &around_prior));
+  const RegistrationResult reg = RegisterFrame(pts, around_prior, prior);
+  rep->registration_correspondences = reg.correspondences;
+  Header h = base;
+  h.mode = kModeDelta;
+  h.map_id = map->version_id();
+  h.pose = Quantize(reg.T_map_sensor);
+  rep->T_map_sensor = h.pose.pose();
+  const Eigen::Matrix3d R = h.pose.R();
+  const Eigen::Vector3d t = h.pose.translation();
+  Candidates cand;
+  DV_RETURN_IF_ERROR(DeriveCandidates(map, R, t, radius_m, &cand));
+  rep->candidates = cand.voxels.size();
+
+  // A point is explained when a candidate's decoded representative is within the tolerance;
+  // every such candidate is selected, so every selected one has an original point near it.
+  const double bound2 = (tol - kMarginM) * (tol - kMarginM);
+  const double res = map->resolution_m();
+  const int nb = int(std::ceil((tol - kMarginM) / res));
+  std::vector<uint8_t> selected(cand.voxels.size(), 0);
+  std::vector<Eigen::Vector3f> residual;
+  std::vector<float> residual_i;
+  // Points arrive in scan order, so neighbours often share a voxel: the candidates around the
+  // previous point's voxel are reused.
+  maps::VoxelKey last_key = maps::VoxelKey::Constant(INT32_MIN);
+  std::vector<int32_t> near;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const Eigen::Vector3d p = pts[i].cast<double>();
+    const maps::VoxelKey k = maps::KeyOf(R * p + t, res);
+    if (k != last_key) {
+      last_key = k;
+      near.clear();
+      if (KeyInRange(k) && (k.array().abs() + nb < kPackBias - 2).all()) {
+        for (int dx = -nb; dx <= nb; ++dx) {
+          for (int dy = -nb; dy <= nb; ++dy) {
+            for (int dz = -nb; dz <= nb; ++dz) {
+              const int32_t j = cand.index.Find(PackKey(k + maps::VoxelKey(dx, dy, dz)));
+              if (j >= 0) near.push_back(j);
+            }
+          }
+        }
+      }
+    }
+    bool explained = false;
+    for (int32_t j : near) {
+      if ((cand.sensor[size_t(j)].cast<double>() - p).squaredNorm() > bound2) continue;
+      selected[size_t(j)] = 1;
+      explained = true;
+    }
+    if (explained) {
+      ++rep->explained_points;
+    } else {
+      residual.push_back(pts[i]);
+      residual_i.push_back(inten[i]);
+    }
+  }
+  rep->residual_points = residual.size();
+  for (uint8_t s : selected) rep->selected_voxels += s;
+
+  ByteWriter map_section;
+  map_section.Varint(radius_dm);
+  const std::vector<uint8_t> bits = EncodeSelection(cand, selected);
+  map_section.Bytes(bits.data(), bits.size());
+  h.sections.emplace_back(kMapSelection, map_section.Take());
+  DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
+                                     kResidualGeometry, kResidualIntensity, &h));
+  std::vector<uint8_t> bytes = WriteContainer(h);
+  Report(h, rep);
+  if (double(rep->explained_points) < params.min_explained_fraction * double(pts.size())) {
+    DV_ASSIGN_OR_RETURN(std::vector<uint8_t> fallback, intra());
+    if (fallback.size() < bytes.size()) {
+      EncodeReport intra_rep;
+      intra_rep.intra_fallback = true;
+      intra_rep.points_in = rep->points_in;
+      intra_rep.non_finite_points = rep->non_finite_points;
+      intra_rep.residual_points = pts.size();
+      intra_rep.T_map_sensor = Quantize(prior).pose();
+      intra_rep.registration_correspondences = rep->registration_correspondences;
+      *rep = intra_rep;
+      Header ih;
+      std::vector<ParsedSection> s;
+      DV_RETURN_IF_ERROR(ParseContainer(fallback.data(), fallback.size(), &ih, &s));
+      for (const ParsedSection& x : s) rep->section_bytes.emplace_back(SectionName(x.id), x.size);
+      return fallback;
+    }
+  }
+  return bytes;
+}
+
+StatusOr<DecodedFrame> DecodeHeader(const uint8_t* data, size_t size) {
+  Header h;
+  std::vector<ParsedSection> sections;
+  DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
+  DecodedFrame out;
+  out.T_map_sensor = h.pose.pose();
+  out.info = h.info;
+  out.tolerance_m = double(h.tolerance_um) / 1e6;
+  out.residual_precision_m = double(h.residual_um) / 1e6;
+  out.intra = h.mode == kModeIntra;
+  out.intensity = (h.flags & kFlagIntensity) != 0;
+  if (!out.intra) {
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016" PRIx64, h.map_id);
+    out.map_version = hex;
+  }
+  for (const ParsedSection& s : sections) out.section_bytes.emplace_back(SectionName(s.id), s.size);
+  return out;
+}
+
+StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map) {
+  Header h;
+  std::vector<ParsedSection> sections;
+  DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
+  DV_ASSIGN_OR_RETURN(DecodedFrame out, DecodeHeader(data, size));
+  const bool intensity = out.intensity;
+  auto cells = [&](uint8_t gid, uint8_t iid, double bound_m) -> Status {
+    const ParsedSection* g = FindSection(sections, gid);
+    const ParsedSection* in = FindSection(sections, iid);
+    if (!g) return Status::Corruption(std::string("delta: missing section ") + SectionName(gid));
+    if (intensity && !in) {
+      return Status::Corruption(std::string("delta: missing section ") + SectionName(iid));
+    }
+    CellCloud c;
+    DV_RETURN_IF_ERROR(DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0,
+                                   CellStep(bound_m), intensity, kMaxPointsPerFrame, &c)
+                           .WithContext("delta"));
+    AppendCells(c, intensity, &out);
+    return Status::Ok();
+  };
+  if (out.intra) {
+    DV_RETURN_IF_ERROR(cells(kIntraGeometry, kIntraIntensity, out.tolerance_m));
+    return out;
+  }
+  if (map == nullptr) {
+    return Status::InvalidArgument("delta: frame was coded against map " + out.map_version +
+                                   "; no map given");
+  }
+  if (map->version_id() != h.map_id) {
+    return Status::InvalidArgument("delta: frame was coded against map " + out.map_version +
+                                   ", the map given is " + map->version());
+  }
+  const ParsedSection* ms = FindSection(sections, kMapSelection);
+  if (!ms) return Status::Corruption("delta: missing section map");
+  ByteReader r(ms->data, ms->size);
+  uint64_t radius_dm = 0;
+  if (!r.Varint(&radius_dm) || radius_dm > 100000) {
+    return Status::Corruption("delta: bad candidate radius in the map section");
+  }
+  Candidates cand;
+  DV_RETURN_IF_ERROR(
+      DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10, &cand));
+  std::vector<uint8_t> selected;
+  DV_RETURN_IF_ERROR(
+      DecodeSelection(cand, r.position(), r.remaining(), &selected).WithContext("delta"));
+  for (size_t i = 0; i < selected.size(); ++i) {
+    if (!selected[i]) continue;
+    out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);
+    out.source.push_back(0);
+  }
+  DV_RETURN_IF_ERROR(cells(kResidualGeometry, kResidualIntensity, out.residual_precision_m));
+  return out;
+}
+
+}  // namespace dv::codec

@@ -1,0 +1,72 @@
+// The dejaview frame codec: a LiDAR frame coded as a delta against a route map (or intra when
+// there is no map or no coverage), with a guaranteed bound: every original point has a decoded
+// point within tolerance_m and every decoded point an original point within it (Hausdorff).
+// Container format: docs/delta-format.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dejaview/base/point_cloud.h"
+#include "dejaview/base/pose.h"
+#include "dejaview/base/status.h"
+#include "dejaview/maps/route_map.h"
+
+namespace dv::codec {
+
+struct EncoderParams {
+  double tolerance_m = 0.1;  // the guaranteed maximum error, both ways
+  // Maximum error of points the map does not explain (clamped to tolerance_m).
+  double residual_precision_m = 0.02;
+  bool intensity = true;  // false: geometry only, decoded intensity is 0
+  // Delta frames explaining less than this fraction of points are also coded intra, and the
+  // smaller of the two is kept.
+  double min_explained_fraction = 0.5;
+};
+
+struct FrameInfo {
+  uint64_t sequence = 0;
+  int64_t timestamp_ns = 0;
+  uint32_t sensor_id = 0;
+};
+
+struct EncodeReport {
+  bool intra_fallback = false;
+  size_t points_in = 0;  // finite input points (non-finite ones are dropped and counted below)
+  size_t non_finite_points = 0;
+  size_t explained_points = 0;
+  size_t residual_points = 0;  // original points coded by the residual (or intra) octree
+  size_t candidates = 0;       // map voxels the decoder derives from (map, pose)
+  size_t selected_voxels = 0;
+  std::vector<std::pair<std::string, size_t>> section_bytes;
+  Pose T_map_sensor = Pose::Identity();  // the refined, quantised pose written in the payload
+  size_t registration_correspondences = 0;
+};
+
+StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& T_map_sensor_prior,
+                                      const FrameInfo& info, const EncoderParams& params,
+                                      maps::RouteMap* map /* null: intra */,
+                                      EncodeReport* report = nullptr);
+
+struct DecodedFrame {
+  PointCloud cloud;  // sensor frame
+  Pose T_map_sensor = Pose::Identity();
+  FrameInfo info;
+  double tolerance_m = 0;
+  double residual_precision_m = 0;
+  bool intra = false;
+  bool intensity = false;
+  std::string map_version;      // empty for intra frames
+  std::vector<uint8_t> source;  // per point: 0 map voxel, 1 residual (or intra) octree
+  std::vector<std::pair<std::string, size_t>> section_bytes;
+};
+
+// map may be null for intra frames; a delta frame needs the map version it was coded against.
+StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map);
+
+// Parses the container only (header and section table, CRC checked): for `dejaview inspect`.
+StatusOr<DecodedFrame> DecodeHeader(const uint8_t* data, size_t size);
+
+}  // namespace dv::codec

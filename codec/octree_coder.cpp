@@ -1,0 +1,265 @@
+// Octree geometry section (docs/delta-format.md, "octree"): depth, origin cell, then a range-coded
+// breadth-first occupancy stream. Each child-occupancy bit is coded with a context of (child
+// index, level, occupied face neighbours of the parent -- those touching the child and all six --
+// and siblings already coded), as in MPEG G-PCC's neighbour-dependent contexts.
+#include "octree_coder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dejaview/base/bytes.h"
+#include "dejaview/codec/range_coder.h"
+
+namespace dv::codec {
+namespace {
+
+constexpr int kMaxDepth = 21;
+
+uint64_t Spread(uint64_t v) {
+  v &= 0x1fffff;
+  v = (v | v << 32) & 0x1f00000000ffffull;
+  v = (v | v << 16) & 0x1f0000ff0000ffull;
+  v = (v | v << 8) & 0x100f00f00f00f00full;
+  v = (v | v << 4) & 0x10c30c30c30c30c3ull;
+  v = (v | v << 2) & 0x1249249249249249ull;
+  return v;
+}
+uint32_t Compact(uint64_t v) {
+  v &= 0x1249249249249249ull;
+  v = (v ^ (v >> 2)) & 0x10c30c30c30c30c3ull;
+  v = (v ^ (v >> 4)) & 0x100f00f00f00f00full;
+  v = (v ^ (v >> 8)) & 0x1f0000ff0000ffull;
+  v = (v ^ (v >> 16)) & 0x1f00000000ffffull;
+  v = (v ^ (v >> 32)) & 0x1fffff;
+  return uint32_t(v);
+}
+// Child index bits: x is the most significant of each octal digit.
+uint64_t Morton(uint32_t x, uint32_t y, uint32_t z) {
+  return Spread(x) << 2 | Spread(y) << 1 | Spread(z);
+}
+void Unmorton(uint64_t m, uint32_t* x, uint32_t* y, uint32_t* z) {
+  *x = Compact(m >> 2);
+  *y = Compact(m >> 1);
+  *z = Compact(m);
+}
+
+uint64_t ZigZag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
+int64_t UnZigZag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
+
+// Occupied face neighbours of a node at a level (bit 2a: -axis a, bit 2a+1: +axis a).
+int NeighbourFlags(const std::vector<uint64_t>& level, uint64_t node, int d) {
+  uint32_t c[3];
+  Unmorton(node, &c[0], &c[1], &c[2]);
+  const uint32_t limit = 1u << d;
+  int flags = 0;
+  for (int a = 0; a < 3; ++a) {
+    for (int s = 0; s < 2; ++s) {
+      uint32_t n[3] = {c[0], c[1], c[2]};
+      if (s == 0 && n[a] == 0) continue;
+      n[a] = s == 0 ? n[a] - 1 : n[a] + 1;
+      if (n[a] >= limit) continue;
+      if (std::binary_search(level.begin(), level.end(), Morton(n[0], n[1], n[2]))) {
+        flags |= 1 << (2 * a + s);
+      }
+    }
+  }
+  return flags;
+}
+
+class OccupancyContexts {
+ public:
+  BitModel* Get(int d, int depth, int child, int flags, int siblings) {
+    const int level = d == depth - 1 ? 0 : (d == depth - 2 ? 1 : 2);
+    int touching = 0;
+    for (int a = 0; a < 3; ++a) {
+      const int side = (child >> (2 - a)) & 1;
+      touching += (flags >> (2 * a + side)) & 1;
+    }
+    const int total = __builtin_popcount(unsigned(flags));
+    return &m_[(((level * 8 + child) * 4 + touching) * 7 + total) * 5 + std::min(siblings, 4)];
+  }
+
+ private:
+  BitModel m_[3 * 8 * 4 * 7 * 5];
+};
+
+// Intensity of each cell, 6 bits, the model chosen by the previous cell's top two bits.
+struct IntensityModel {
+  BitTree<6> tree[4];
+};
+
+}  // namespace
+
+Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
+                   double step_m, bool with_intensity, std::vector<uint8_t>* geometry,
+                   std::vector<uint8_t>* intensity_bytes, CellCloud* cells) {
+  ByteWriter head;
+  if (points.empty()) {
+    head.U8(0);
+    *geometry = head.Take();
+    intensity_bytes->clear();
+    if (cells) *cells = CellCloud{step_m, {}, {}};
+    return Status::Ok();
+  }
+  std::vector<Eigen::Matrix<int64_t, 3, 1>> keys(points.size());
+  Eigen::Matrix<int64_t, 3, 1> lo = Eigen::Matrix<int64_t, 3, 1>::Constant(INT64_MAX);
+  Eigen::Matrix<int64_t, 3, 1> hi = Eigen::Matrix<int64_t, 3, 1>::Constant(INT64_MIN);
+  for (size_t i = 0; i < points.size(); ++i) {
+    for (int a = 0; a < 3; ++a) {
+      const double k = std::floor(double(points[i][a]) / step_m);
+      if (!(std::fabs(k) < 1e12)) return Status::InvalidArgument("point outside the octree span");
+      keys[i][a] = int64_t(k);
+    }
+    lo = lo.cwiseMin(keys[i]);
+    hi = hi.cwiseMax(keys[i]);
+  }
+  const int64_t extent = (hi - lo).maxCoeff();
+  if (extent >= (int64_t(1) << kMaxDepth)) {
+    return Status::InvalidArgument("frame spans more than 2^21 cells of " + std::to_string(step_m) +
+                                   " m");
+  }
+  int depth = 1;
+  while ((int64_t(1) << depth) <= extent) ++depth;
+
+  std::vector<std::pair<uint64_t, uint32_t>> order(points.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto r = keys[i] - lo;
+    order[i] = {Morton(uint32_t(r[0]), uint32_t(r[1]), uint32_t(r[2])), uint32_t(i)};
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<std::vector<uint64_t>> levels(depth + 1);
+  std::vector<uint8_t> cell_intensity;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    double sum = 0;
+    while (j < order.size() && order[j].first == order[i].first) {
+      sum += intensity[order[j].second];
+      ++j;
+    }
+    levels[depth].push_back(order[i].first);
+    cell_intensity.push_back(QuantizeIntensity6(float(sum / double(j - i))));
+    i = j;
+  }
+  for (int d = depth - 1; d >= 0; --d) {
+    for (uint64_t c : levels[d + 1]) {
+      if (levels[d].empty() || levels[d].back() != (c >> 3)) levels[d].push_back(c >> 3);
+    }
+  }
+
+  head.U8(uint8_t(depth));
+  for (int a = 0; a < 3; ++a) head.Varint(ZigZag(lo[a]));
+  RangeEncoder rc;
+  OccupancyContexts ctx;
+  for (int d = 0; d < depth; ++d) {
+    const std::vector<uint64_t>& parents = levels[d];
+    const std::vector<uint64_t>& children = levels[d + 1];
+    size_t c = 0;
+    for (uint64_t parent : parents) {
+      int occupancy = 0;
+      while (c < children.size() && (children[c] >> 3) == parent) {
+        occupancy |= 1 << (children[c] & 7);
+        ++c;
+      }
+      const int flags = NeighbourFlags(parents, parent, d);
+      int siblings = 0;
+      for (int child = 0; child < 8; ++child) {
+        const int bit = (occupancy >> child) & 1;
+        if (child == 7 && siblings == 0) break;  // an occupied node has at least one child
+        rc.Encode(ctx.Get(d, depth, child, flags, siblings), bit);
+        siblings += bit;
+      }
+    }
+  }
+  *geometry = head.Take();
+  const std::vector<uint8_t> stream = rc.Finish();
+  geometry->insert(geometry->end(), stream.begin(), stream.end());
+
+  intensity_bytes->clear();
+  if (with_intensity) {
+    RangeEncoder irc;
+    IntensityModel im;
+    int prev = 0;
+    for (uint8_t q : cell_intensity) {
+      im.tree[prev >> 4].Encode(&irc, q);
+      prev = q;
+    }
+    *intensity_bytes = irc.Finish();
+  }
+  if (cells) {
+    cells->step_m = step_m;
+    cells->centres.clear();
+    for (uint64_t m : levels[depth]) {
+      uint32_t r[3];
+      Unmorton(m, &r[0], &r[1], &r[2]);
+      Eigen::Vector3f p;
+      for (int a = 0; a < 3; ++a) p[a] = float((double(lo[a] + r[a]) + 0.5) * step_m);
+      cells->centres.push_back(p);
+    }
+    cells->intensity = with_intensity ? cell_intensity : std::vector<uint8_t>();
+  }
+  return Status::Ok();
+}
+
+Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t* intensity_bytes,
+                   size_t intensity_size, double step_m, bool with_intensity, size_t max_cells,
+                   CellCloud* cells) {
+  cells->step_m = step_m;
+  cells->centres.clear();
+  cells->intensity.clear();
+  ByteReader r(geometry, geometry_size);
+  uint8_t depth = 0;
+  if (!r.U8(&depth)) return Status::Corruption("octree: empty section");
+  if (depth == 0) return Status::Ok();
+  if (depth > kMaxDepth) return Status::Corruption("octree: depth " + std::to_string(depth));
+  int64_t lo[3];
+  for (int64_t& v : lo) {
+    uint64_t z = 0;
+    if (!r.Varint(&z)) return Status::Corruption("octree: truncated origin");
+    v = UnZigZag(z);
+    if (std::llabs(v) > (int64_t(1) << 50))
+      return Status::Corruption("octree: origin out of range");
+  }
+  RangeDecoder rc(r.position(), r.remaining());
+  OccupancyContexts ctx;
+  std::vector<uint64_t> level = {0}, next;
+  for (int d = 0; d < depth; ++d) {
+    next.clear();
+    for (uint64_t parent : level) {
+      const int flags = NeighbourFlags(level, parent, d);
+      int siblings = 0;
+      for (int child = 0; child < 8; ++child) {
+        const int bit = (child == 7 && siblings == 0)
+                            ? 1
+                            : rc.Decode(ctx.Get(d, depth, child, flags, siblings));
+        if (bit) next.push_back(parent << 3 | uint64_t(child));
+        siblings += bit;
+      }
+      if (next.size() > max_cells) return Status::Corruption("octree: more cells than allowed");
+    }
+    if (rc.overrun() > 0) return Status::Corruption("octree: truncated occupancy stream");
+    level.swap(next);
+  }
+  if (rc.overrun() > 0) return Status::Corruption("octree: truncated occupancy stream");
+  cells->centres.reserve(level.size());
+  for (uint64_t m : level) {
+    uint32_t c[3];
+    Unmorton(m, &c[0], &c[1], &c[2]);
+    Eigen::Vector3f p;
+    for (int a = 0; a < 3; ++a) p[a] = float((double(lo[a] + c[a]) + 0.5) * step_m);
+    cells->centres.push_back(p);
+  }
+  if (with_intensity) {
+    RangeDecoder irc(intensity_bytes, intensity_size);
+    IntensityModel im;
+    int prev = 0;
+    cells->intensity.resize(level.size());
+    for (uint8_t& q : cells->intensity) {
+      q = uint8_t(im.tree[prev >> 4].Decode(&irc));
+      prev = q;
+    }
+    if (irc.overrun() > 0) return Status::Corruption("octree: truncated intensity stream");
+  }
+  return Status::Ok();
+}
+
+}  // namespace dv::codec

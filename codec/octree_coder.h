@@ -1,0 +1,38 @@
+// Occupancy-octree coding of a set of cells (one decoded point per occupied cell, at its
+// centre), with an adaptive context model shared by encoder and decoder, plus per-cell
+// intensities. Used for residual points and for intra frames.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <vector>
+
+#include "dejaview/base/status.h"
+
+namespace dv::codec {
+
+// Cells of side step_m in the sensor frame, keyed floor(p / step_m).
+struct CellCloud {
+  double step_m = 0;
+  std::vector<Eigen::Vector3f> centres;  // decoded positions, morton order
+  std::vector<uint8_t> intensity;        // 6-bit quantised, one per centre (when coded)
+};
+
+// Quantises points into cells (mean intensity per cell) and codes them. Every point must lie
+// within the octree span (2^21 cells per axis) -- checked, InvalidArgument otherwise. `cells`
+// (optional) receives the decoded cloud exactly as the decoder will produce it.
+Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
+                   double step_m, bool with_intensity, std::vector<uint8_t>* geometry,
+                   std::vector<uint8_t>* intensity_bytes, CellCloud* cells);
+Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t* intensity_bytes,
+                   size_t intensity_size, double step_m, bool with_intensity, size_t max_cells,
+                   CellCloud* cells);
+
+// Intensity quantisation shared by every section: 6 bits over KITTI's [0, 1] reflectance.
+inline uint8_t QuantizeIntensity6(float v) {
+  const float c = v < 0 ? 0 : (v > 1 ? 1 : v);
+  return uint8_t(c * 63 + 0.5f);
+}
+inline float DequantizeIntensity6(uint8_t q) { return float(q) / 63.0f; }
+
+}  // namespace dv::codec

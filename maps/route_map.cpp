@@ -1,0 +1,205 @@
+#include "dejaview/maps/route_map.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+
+#include "dejaview/base/crc32c.h"
+#include "dejaview/base/file_util.h"
+#include "manifest.h"
+
+namespace dv::maps {
+namespace {
+
+constexpr int kManifestVersion = 1;
+constexpr size_t kMaxManifestBytes = size_t(64) << 20;
+constexpr size_t kMaxTiles = size_t(1) << 20;
+// Tile keys beyond this would overflow int voxel keys (tile * 256 + 255).
+constexpr int kMaxTileKey = 1 << 22;
+
+std::array<int, 3> A(const VoxelKey& k) { return {k.x(), k.y(), k.z()}; }
+
+}  // namespace
+
+std::string TileFileName(const VoxelKey& tile) {
+  return "tiles/" + std::to_string(tile.x()) + "_" + std::to_string(tile.y()) + "_" +
+         std::to_string(tile.z()) + ".dvt";
+}
+
+std::string FormatManifest(double resolution_m, const std::vector<TileInfo>& tiles) {
+  std::string s = "dejaview-map " + std::to_string(kManifestVersion) + "\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "resolution_m %.17g\ntile_voxels %d\ntiles %zu\n", resolution_m,
+                kTileVoxels, tiles.size());
+  s += line;
+  for (const TileInfo& t : tiles) {
+    std::snprintf(line, sizeof(line), "tile %d %d %d %u %" PRIu64 " %08x\n", t.tile.x(), t.tile.y(),
+                  t.tile.z(), t.voxels, t.bytes, t.crc32c);
+    s += line;
+  }
+  std::snprintf(line, sizeof(line), "end %08x\n", crc32c::Value(s.data(), s.size()));
+  return s + line;
+}
+
+uint64_t ManifestHash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+Status ParseManifest(const std::string& text, const std::string& name, double* resolution_m,
+                     std::vector<TileInfo>* tiles) {
+  auto bad = [&](const std::string& what) { return Status::Corruption(name + ": " + what); };
+  const size_t end = text.rfind("end ");
+  if (end == std::string::npos || (end > 0 && text[end - 1] != '\n')) {
+    return bad("no end line (truncated manifest)");
+  }
+  unsigned crc = 0;
+  if (std::sscanf(text.c_str() + end, "end %8x", &crc) != 1 ||
+      crc != crc32c::Value(text.data(), end)) {
+    return bad("manifest checksum mismatch");
+  }
+  std::istringstream in(text.substr(0, end));
+  std::string word;
+  int version = 0, tile_voxels = 0;
+  size_t count = 0;
+  if (!(in >> word >> version) || word != "dejaview-map") return bad("not a dejaview map manifest");
+  if (version != kManifestVersion) return bad("unsupported map version " + std::to_string(version));
+  if (!(in >> word >> *resolution_m) || word != "resolution_m" || !(*resolution_m > 0.001) ||
+      !(*resolution_m < 100)) {
+    return bad("bad resolution_m");
+  }
+  if (!(in >> word >> tile_voxels) || word != "tile_voxels" || tile_voxels != kTileVoxels) {
+    return bad("bad tile_voxels");
+  }
+  if (!(in >> word >> count) || word != "tiles" || count > kMaxTiles) return bad("bad tile count");
+  tiles->clear();
+  for (size_t i = 0; i < count; ++i) {
+    TileInfo t;
+    int x, y, z;
+    std::string hex;
+    if (!(in >> word >> x >> y >> z >> t.voxels >> t.bytes >> hex) || word != "tile" ||
+        hex.size() != 8) {
+      return bad("bad tile line " + std::to_string(i + 1));
+    }
+    if (std::abs(x) > kMaxTileKey || std::abs(y) > kMaxTileKey || std::abs(z) > kMaxTileKey) {
+      return bad("tile key out of range on line " + std::to_string(i + 1));
+    }
+    t.tile = VoxelKey(x, y, z);
+    t.crc32c = uint32_t(std::stoul(hex, nullptr, 16));
+    if (!tiles->empty() && !KeyLess(tiles->back().tile, t.tile)) {
+      return bad("tiles not in increasing key order");
+    }
+    tiles->push_back(t);
+  }
+  return Status::Ok();
+}
+
+uint64_t RouteMap::disk_bytes() const {
+  uint64_t n = 0;
+  for (const TileInfo& t : tiles_) n += t.bytes;
+  return n;
+}
+
+StatusOr<std::unique_ptr<RouteMap>> OpenMap(const std::string& dir, size_t memory_budget_bytes) {
+  const std::string path = dir + "/MANIFEST";
+  DV_ASSIGN_OR_RETURN(std::string text, ReadFileText(path, kMaxManifestBytes));
+  auto map = std::unique_ptr<RouteMap>(new RouteMap());
+  DV_RETURN_IF_ERROR(ParseManifest(text, path, &map->resolution_m_, &map->tiles_));
+  map->dir_ = dir;
+  map->budget_bytes_ = memory_budget_bytes;
+  map->version_id_ = ManifestHash(text);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016" PRIx64, map->version_id_);
+  map->version_ = hex;
+  for (size_t i = 0; i < map->tiles_.size(); ++i) {
+    map->tile_index_[A(map->tiles_[i].tile)] = i;
+    map->voxel_count_ += map->tiles_[i].voxels;
+  }
+  return map;
+}
+
+StatusOr<RouteMap::Loaded*> RouteMap::Tile(const VoxelKey& tile) {
+  auto it = loaded_.find(A(tile));
+  if (it == loaded_.end()) {
+    const auto idx = tile_index_.find(A(tile));
+    if (idx == tile_index_.end()) return static_cast<Loaded*>(nullptr);
+    const TileInfo& info = tiles_[idx->second];
+    const std::string path = dir_ + "/" + TileFileName(tile);
+    DV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, info.bytes));
+    if (bytes.size() != info.bytes || crc32c::Value(bytes.data(), bytes.size()) != info.crc32c) {
+      return Status::Corruption(path + ": tile does not match the manifest (size or checksum)");
+    }
+    DV_ASSIGN_OR_RETURN(std::vector<MapVoxel> voxels,
+                        DecodeTile(bytes.data(), bytes.size(), path, resolution_m_, tile));
+    if (voxels.size() != info.voxels) {
+      return Status::Corruption(path + ": voxel count differs from the manifest");
+    }
+    memory_bytes_ += voxels.size() * sizeof(MapVoxel);
+    it = loaded_.emplace(A(tile), Loaded{std::move(voxels), 0}).first;
+  }
+  it->second.last_use = ++clock_;
+  return &it->second;
+}
+
+void RouteMap::Evict(const VoxelKey& keep_lo, const VoxelKey& keep_hi) {
+  while (budget_bytes_ > 0 && memory_bytes_ > budget_bytes_) {
+    auto victim = loaded_.end();
+    for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+      const auto& k = it->first;
+      const bool kept = k[0] >= keep_lo.x() && k[0] <= keep_hi.x() && k[1] >= keep_lo.y() &&
+                        k[1] <= keep_hi.y() && k[2] >= keep_lo.z() && k[2] <= keep_hi.z();
+      if (!kept && (victim == loaded_.end() || it->second.last_use < victim->second.last_use)) {
+        victim = it;
+      }
+    }
+    if (victim == loaded_.end()) return;  // everything left is needed by this call
+    memory_bytes_ -= victim->second.voxels.size() * sizeof(MapVoxel);
+    loaded_.erase(victim);
+  }
+}
+
+Status RouteMap::CollectBox(const VoxelKey& lo, const VoxelKey& hi, std::vector<MapVoxel>* out) {
+  const VoxelKey tlo = TileOf(lo), thi = TileOf(hi);
+  // Walk the manifest's tiles (sorted) inside the tile box: canonical order by construction.
+  for (const TileInfo& info : tiles_) {
+    const VoxelKey& t = info.tile;
+    if ((t.array() < tlo.array()).any() || (t.array() > thi.array()).any()) continue;
+    DV_ASSIGN_OR_RETURN(Loaded * tile, Tile(t));
+    for (const MapVoxel& v : tile->voxels) {
+      if ((v.key.array() >= lo.array()).all() && (v.key.array() <= hi.array()).all()) {
+        out->push_back(v);
+      }
+    }
+  }
+  Evict(tlo, thi);
+  return Status::Ok();
+}
+
+Status RouteMap::LoadAround(const Eigen::Vector3d& p_map, double radius_m) {
+  const Eigen::Vector3d r = Eigen::Vector3d::Constant(radius_m);
+  const VoxelKey tlo = TileOf(KeyOf(p_map - r, resolution_m_));
+  const VoxelKey thi = TileOf(KeyOf(p_map + r, resolution_m_));
+  for (const TileInfo& info : tiles_) {
+    const VoxelKey& t = info.tile;
+    if ((t.array() < tlo.array()).any() || (t.array() > thi.array()).any()) continue;
+    DV_RETURN_IF_ERROR(Tile(t).status());
+  }
+  Evict(tlo, thi);
+  return Status::Ok();
+}
+
+Status RouteMap::RadiusSearch(const Eigen::Vector3d& p, double radius_m,
+                              std::vector<MapVoxel>* out) {
+  // A representative lies inside its voxel, so any within radius has a key in this box.
+  const Eigen::Vector3d r = Eigen::Vector3d::Constant(radius_m);
+  std::vector<MapVoxel> box;
+  DV_RETURN_IF_ERROR(CollectBox(KeyOf(p - r, resolution_m_), KeyOf(p + r, resolution_m_), &box));
+  for (const MapVoxel& v : box) {
+    if ((Representative(v, resolution_m_) - p).norm() <= radius_m) out->push_back(v);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dv::maps

@@ -1,0 +1,50 @@
+// dejaview-server: upload ingest (docs/upload-protocol.md) into the delta store and frame index.
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+
+#include "args.h"
+#include "dejaview/base/file_util.h"
+#include "dejaview/server/ingest.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = dv::cli::Args::Parse(
+      argc - 1, argv + 1, {"listen", "store", "db", "port-file", "curve-key", "curve-allow"},
+      {"help"});
+  if (!args.ok()) return dv::cli::Fail("server", args.status());
+  if (args->Has("help") || !args->Has("store")) {
+    std::printf(
+        "usage: dejaview-server --store DIR [--listen tcp://127.0.0.1:5555] [--db FILE]\n"
+        "                       [--port-file FILE]   (listen port 0 picks a free port)\n"
+        "                       [--curve-key SECRET_FILE [--curve-allow PUBLIC_KEYS_FILE]]\n");
+    return args->Has("help") ? 0 : dv::cli::kUsage;
+  }
+  dv::server::ServerOptions o;
+  o.listen = args->Get("listen", o.listen);
+  o.store_dir = args->Get("store");
+  o.index_path = args->Get("db");
+  o.curve_key_file = args->Get("curve-key");
+  o.curve_allow_file = args->Get("curve-allow");
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  const std::string port_file = args->Get("port-file");
+  const dv::Status s = dv::server::RunServer(o, &g_stop, [&](const std::string& endpoint) {
+    spdlog::info("server: listening on {}", endpoint);
+    if (!port_file.empty()) {
+      const dv::Status w = dv::WriteFileAtomic(port_file, endpoint + "\n");
+      if (!w.ok()) spdlog::error("{}", w.ToString());
+    }
+  });
+  if (!s.ok()) return dv::cli::Fail("server", s);
+  return 0;
+}

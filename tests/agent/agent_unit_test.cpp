@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include "dejaview/agent/bounded_queue.h"
+#include "dejaview/agent/config.h"
+#include "dejaview/agent/pose_buffer.h"
+#include "dejaview/agent/uploader.h"
+
+namespace dv::agent {
+namespace {
+
+TEST(BoundedQueue, DropsOldestAndCountsWhenFull) {
+  BoundedQueue<int> q(3);
+  for (int i = 0; i < 5; ++i) q.Push(i);
+  EXPECT_EQ(q.dropped(), 2u);
+  EXPECT_EQ(q.high_water(), 3u);
+  q.Close();  // closing drains what is queued
+  EXPECT_EQ(*q.Pop(), 2);
+  EXPECT_EQ(*q.Pop(), 3);
+  EXPECT_EQ(*q.Pop(), 4);
+  EXPECT_FALSE(q.Pop().has_value());
+  EXPECT_FALSE(q.PushWait(9));
+}
+
+TEST(PoseBuffer, InterpolatesAtTheFrameStamp) {
+  PoseBuffer b(4, 200'000'000);
+  Pose a = Pose::Identity(), c = Pose::Identity();
+  c.translation() = Eigen::Vector3d(10, 0, 0);
+  c.linear() = Eigen::AngleAxisd(0.5, Eigen::Vector3d::UnitZ()).toRotationMatrix();
+  b.Add(100'000'000, a);
+  b.Add(200'000'000, c);
+  auto p = b.At(125'000'000);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->translation().x(), 2.5, 1e-12);
+  EXPECT_NEAR(Eigen::AngleAxisd(p->rotation()).angle(), 0.125, 1e-12);
+  EXPECT_EQ(b.At(250'000'000).status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(b.At(50'000'000).status().code(), Status::Code::kNotFound);
+  b.Add(150'000'000, a);  // out of order: ignored and counted
+  EXPECT_EQ(b.out_of_order(), 1u);
+  b.Add(900'000'000, a);  // a 700 ms gap is not interpolated across
+  EXPECT_EQ(b.At(500'000'000).status().code(), Status::Code::kNotFound);
+}
+
+TEST(AgentConfig, ParsesAndNamesBadKeys) {
+  auto c = ParseAgentConfig(R"(
+vehicle: veh-7
+sensors: [{id: 0, topic: lidar/top}, {id: 1, topic: lidar/rear}]
+spool: {dir: /tmp/x, budget_mb: 64, segment_kb: 1024, sync: every_record}
+upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:00", window_end_utc: "06:30", bandwidth_bytes_per_s: 1000000}
+)",
+                            "agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->sensors.size(), 2u);
+  EXPECT_EQ(c->sensors[1].topic, "lidar/rear");
+  EXPECT_EQ(c->spool.budget_bytes, uint64_t(64) << 20);
+  EXPECT_EQ(c->spool.sync, transport::SpoolOptions::Sync::kEveryRecord);
+  EXPECT_EQ(c->upload.gate, UploadConfig::Gate::kWindow);
+  EXPECT_EQ(c->upload.window_start_min, 22 * 60);
+  EXPECT_EQ(c->upload.window_end_min, 6 * 60 + 30);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"vehicle: v\nspool: {dir: /x}\nfrobnicate: 1\n", "frobnicate: unknown key"},
+      {"spool: {dir: /x}\n", "vehicle: required"},
+      {"vehicle: v\n", "spool.dir: required"},
+      {"vehicle: v\nspool: {dir: /x, sync: sometimes}\n", "spool.sync"},
+      {"vehicle: v\nspool: {dir: /x}\nupload: {window: many}\n", "upload.window: 'many'"},
+      {"vehicle: v\nspool: {dir: /x}\nupload: {gate: link}\n", "upload.link_endpoint"},
+      {"vehicle: v\nspool: {dir: /x}\nupload: {window_start_utc: '25:00'}\n", "window_start_utc"},
+      {"vehicle: 'a/b'\nspool: {dir: /x}\n", "vehicle"},
+      {"vehicle: [unclosed\n", "not YAML"},
+  };
+  for (const auto& [text, expect] : bad) {
+    auto r = ParseAgentConfig(text, "agent.yaml");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(expect), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("agent.yaml"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(Uploader, TimeWindowGate) {
+  EXPECT_TRUE(InUploadWindow(0, 0, 700));
+  EXPECT_TRUE(InUploadWindow(60, 120, 60));
+  EXPECT_FALSE(InUploadWindow(60, 120, 120));
+  EXPECT_TRUE(InUploadWindow(22 * 60, 6 * 60, 23 * 60));
+  EXPECT_TRUE(InUploadWindow(22 * 60, 6 * 60, 5 * 60));
+  EXPECT_FALSE(InUploadWindow(22 * 60, 6 * 60, 12 * 60));
+}
+
+}  // namespace
+}  // namespace dv::agent

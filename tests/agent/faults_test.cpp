@@ -1,0 +1,422 @@
+// Fault tests of the running system (issue: "Fault and load tests"): dejaview-agent and
+// dejaview-server as real processes on loopback sockets with real spool and store files,
+// killed with SIGKILL at pseudo-random (seeded) points. Waits are bounded polls on observable
+// state (files, /metrics), never timing assertions.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <zmq.hpp>
+
+#include "dejaview/base/file_util.h"
+#include "dejaview/base/kitti.h"
+#include "dejaview/server/delta_store.h"
+#include "dejaview/server/frame_index.h"
+#include "dejaview/transport/spool.h"
+#include "testutil.h"
+
+namespace dv {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A synthetic drive: n frames of `points` points, 10 Hz, a straight line.
+std::string MakeDrive(const std::string& dir, size_t n, size_t points) {
+  const std::string drive = dir + "/drive";
+  EXPECT_TRUE(MakeDirs(drive + "/velodyne").ok());
+  std::vector<Pose> poses;
+  std::vector<double> times;
+  for (size_t i = 0; i < n; ++i) {
+    PointCloud c;
+    for (size_t p = 0; p < points; ++p) {
+      c.push_back(Eigen::Vector3f(float(p % 97), float(p / 97), float(i)), float(p % 7) / 7.0f);
+    }
+    char name[32];
+    std::snprintf(name, sizeof(name), "/velodyne/%06zu.bin", i);
+    EXPECT_TRUE(WriteKittiBin(drive + name, c).ok());
+    Pose T = Pose::Identity();
+    T.translation() = Eigen::Vector3d(double(i), 0, 0);
+    poses.push_back(T);
+    times.push_back(0.1 * double(i));
+  }
+  EXPECT_TRUE(WriteKittiPoses(drive + "/poses.txt", poses).ok());
+  EXPECT_TRUE(WriteTimestamps(drive + "/timestamps.txt", times).ok());
+  return drive;
+}
+
+class Process {
+ public:
+  Process(std::vector<std::string> argv, const std::string& log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+  ~Process() {
+    if (pid_ > 0) {
+      Signal(SIGKILL);
+      Wait();
+    }
+  }
+  void Signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  // Exit status (or 128 + signal); -1 when it is still running after timeout_s.
+  int Wait(double timeout_s = 30) {
+    if (pid_ <= 0) return status_;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    int st = 0;
+    while (::waitpid(pid_, &st, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > end) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return status_;
+  }
+  bool running() { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+bool WaitFor(const std::function<bool()>& cond, double timeout_s = 20) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+std::string ReadTrimmed(const std::string& path) {
+  auto t = ReadFileText(path, 4096);
+  if (!t.ok()) return "";
+  std::string s = *t;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// GET /metrics from the agent -> {name: value}; empty when it does not answer.
+std::map<std::string, double> Metrics(int port) {
+  std::map<std::string, double> out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return out;
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string body;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, size_t(n));
+  ::close(fd);
+  std::istringstream in(body.substr(body.find("\r\n\r\n") + 4));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+struct Config {
+  std::string drive, spool, endpoint;
+  double rate_hz = 0;
+  std::string sync = "every_record";
+  int budget_mb = 64;
+  int segment_kb = 256;
+  std::string gate = "gate: always";
+  int timeout_ms = 300;
+};
+
+std::string WriteConfig(const std::string& path, const Config& c) {
+  std::ofstream out(path);
+  out << "vehicle: veh-1\nsensors: [{id: 0, topic: lidar}]\nsource_drive: \"" << c.drive
+      << "\"\nsource_rate_hz: " << c.rate_hz << "\nqueue_frames: 4\nspool: {dir: " << c.spool
+      << ", sync: " << c.sync << ", budget_mb: " << c.budget_mb << ", segment_kb: " << c.segment_kb
+      << "}\nupload: {endpoint: \"" << c.endpoint
+      << "\", window: 3, batch_records: 4, timeout_ms: " << c.timeout_ms
+      << ", backoff_min_ms: 50, backoff_max_ms: 400, " << c.gate
+      << "}\nmetrics_listen: 127.0.0.1:0\n";
+  return path;
+}
+
+class System : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::ScratchDir();
+    store_ = dir_ + "/store";
+  }
+  // Starts the server; the first start picks a free port, restarts reuse it.
+  void StartServer() {
+    const std::string listen = endpoint_.empty() ? "tcp://127.0.0.1:0" : endpoint_;
+    fs::remove(dir_ + "/server.port");
+    server_ = std::make_unique<Process>(
+        std::vector<std::string>{DEJAVIEW_SERVER_BIN, "--store", store_, "--listen", listen,
+                                 "--port-file", dir_ + "/server.port"},
+        dir_ + "/server.log");
+    ASSERT_TRUE(WaitFor([&] { return !ReadTrimmed(dir_ + "/server.port").empty(); }));
+    endpoint_ = ReadTrimmed(dir_ + "/server.port");
+  }
+  std::unique_ptr<Process> StartAgent(const std::string& config, bool exit_when_drained,
+                                      int* metrics_port) {
+    fs::remove(dir_ + "/agent.port");
+    std::vector<std::string> argv = {DEJAVIEW_AGENT_BIN, "--config", config, "--metrics-port-file",
+                                     dir_ + "/agent.port"};
+    if (exit_when_drained) argv.push_back("--exit-when-drained");
+    auto p = std::make_unique<Process>(argv, dir_ + "/agent.log");
+    EXPECT_TRUE(WaitFor([&] { return !ReadTrimmed(dir_ + "/agent.port").empty(); }));
+    *metrics_port = std::atoi(ReadTrimmed(dir_ + "/agent.port").c_str());
+    return p;
+  }
+  // Every (sensor, sequence) on the server, and the number of records in its store files
+  // (equal to the set's size exactly when nothing was stored twice).
+  std::multiset<uint64_t> ServerSequences(size_t* store_records) {
+    auto index = server::FrameIndex::Open(store_ + "/index.sqlite");
+    EXPECT_TRUE(index.ok());
+    std::multiset<uint64_t> seqs;
+    const auto rows = (*index)->Query({});
+    for (const auto& r : *rows) seqs.insert(r.meta.sequence);
+    auto store = server::DeltaStore::Open(store_);
+    *store_records = 0;
+    const auto files = (*store)->Files();
+    for (const auto& f : *files) {
+      auto reader = transport::LogReader::Open(store_ + "/" + f);
+      std::vector<uint8_t> body;
+      uint64_t off;
+      while (*reader->Next(&body, &off)) ++*store_records;
+    }
+    return seqs;
+  }
+  static std::set<uint64_t> PendingInSpool(const std::string& spool_dir) {
+    transport::SpoolOptions o;
+    o.dir = spool_dir;
+    o.segment_bytes = 256 << 10;
+    o.budget_bytes = uint64_t(64) << 20;
+    auto spool = transport::Spool::Open(o);
+    EXPECT_TRUE(spool.ok()) << spool.status().ToString();
+    std::set<uint64_t> out;
+    const auto records = (*spool)->Read(0, 1'000'000, SIZE_MAX);
+    for (const auto& r : *records) out.insert(r.meta.sequence);
+    return out;
+  }
+
+  std::string dir_, store_, endpoint_;
+  std::unique_ptr<Process> server_;
+};
+
+TEST_F(System, AgentKilledAtRandomPointsLosesNothingThatReachedTheSpool) {
+  const size_t n = 120;
+  Config c;
+  c.drive = MakeDrive(dir_, n, 1500);
+  c.spool = dir_ + "/spool";
+  c.rate_hz = 150;
+  StartServer();
+  c.endpoint = endpoint_;
+  const std::string config = WriteConfig(dir_ + "/agent.yaml", c);
+  std::mt19937 rng(20261202);
+  std::set<uint64_t> spooled_at_kill;
+  for (int round = 0; round < 3; ++round) {
+    int port = 0;
+    auto agent = StartAgent(config, false, &port);
+    // A random point of progress: after k frames reached the spool this run.
+    const double k = std::uniform_int_distribution<int>(5, int(n) - 10)(rng);
+    ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] >= k; }));
+    agent->Signal(SIGKILL);
+    EXPECT_EQ(agent->Wait(), 128 + SIGKILL);
+    const std::set<uint64_t> pending = PendingInSpool(c.spool);
+    spooled_at_kill.insert(pending.begin(), pending.end());
+  }
+  std::printf("records pending in the spool at the kills: %zu\n", spooled_at_kill.size());
+  // The last run reads the whole drive unpaced (no queue drops) and exits once all is acked.
+  c.rate_hz = 0;
+  int port = 0;
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent-final.yaml", c), true, &port);
+  ASSERT_EQ(agent->Wait(), 0) << "agent did not drain; see " << dir_ << "/agent.log";
+  server_->Signal(SIGTERM);
+  ASSERT_EQ(server_->Wait(), 0);
+  size_t store_records = 0;
+  const std::multiset<uint64_t> on_server = ServerSequences(&store_records);
+  // Exactly once: every frame of the drive (the last run read it all), no duplicates, and every
+  // record the kills left in the spool is among them.
+  EXPECT_EQ(on_server.size(), n);
+  EXPECT_EQ(std::set<uint64_t>(on_server.begin(), on_server.end()).size(), n);
+  EXPECT_EQ(store_records, n);
+  for (uint64_t s : spooled_at_kill) EXPECT_EQ(on_server.count(s), 1u) << "sequence " << s;
+  EXPECT_TRUE(PendingInSpool(c.spool).empty());
+}
+
+TEST_F(System, LinkCutAndServerKilledSpoolGrowsThenDrains) {
+  const size_t n = 150;
+  Config c;
+  c.drive = MakeDrive(dir_, n, 1500);
+  c.spool = dir_ + "/spool";
+  c.rate_hz = 100;
+  c.sync = "group_commit";
+  zmq::context_t ctx(1);
+  zmq::socket_t link(ctx, zmq::socket_type::pub);
+  link.set(zmq::sockopt::linger, 0);
+  link.bind("tcp://127.0.0.1:0");
+  const std::string link_ep = link.get(zmq::sockopt::last_endpoint);
+  auto say = [&](const char* state) {
+    link.send(zmq::str_buffer("link"), zmq::send_flags::sndmore);
+    link.send(zmq::buffer(std::string(state)), zmq::send_flags::none);
+  };
+  StartServer();
+  c.endpoint = endpoint_;
+  c.gate = "gate: link, link_endpoint: \"" + link_ep + "\", link_topic: link";
+  int port = 0;
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), true, &port);
+  // Link down (no "up" yet): the spool grows and nothing leaves the vehicle.
+  ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_spool_records_pending"] >= 40; }));
+  EXPECT_EQ(Metrics(port)["dejaview_agent_upload_batches_sent_total"], 0);
+  // Link up: uploads start; the server is killed mid-stream and comes back later.
+  ASSERT_TRUE(WaitFor([&] {
+    say("up");
+    return Metrics(port)["dejaview_agent_upload_batches_acked_total"] >= 3;
+  }));
+  server_->Signal(SIGKILL);
+  EXPECT_EQ(server_->Wait(), 128 + SIGKILL);
+  const double pending_at_kill = Metrics(port)["dejaview_agent_spool_records_pending"];
+  ASSERT_TRUE(WaitFor([&] {
+    say("up");
+    return Metrics(port)["dejaview_agent_spool_records_pending"] > pending_at_kill;
+  }));
+  StartServer();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        say("up");
+        return !agent->running();
+      },
+      30));
+  EXPECT_EQ(agent->Wait(), 0);
+  server_->Signal(SIGTERM);
+  ASSERT_EQ(server_->Wait(), 0);
+  size_t store_records = 0;
+  const std::multiset<uint64_t> on_server = ServerSequences(&store_records);
+  EXPECT_EQ(on_server.size(), n);
+  EXPECT_EQ(std::set<uint64_t>(on_server.begin(), on_server.end()).size(), n);
+  EXPECT_EQ(store_records, n);
+}
+
+TEST_F(System, DiskBudgetDropsOldestCountsAndKeepsRunning) {
+  const size_t n = 100;
+  Config c;
+  c.drive = MakeDrive(dir_, n, 2000);  // 32 kB frames: 3.2 MB into a 1 MB budget
+  c.spool = dir_ + "/spool";
+  c.endpoint = "tcp://127.0.0.1:9";  // nobody listens: nothing is ever acknowledged
+  c.budget_mb = 1;
+  c.segment_kb = 128;
+  c.sync = "group_commit";
+  int port = 0;
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
+  ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
+  const auto m = Metrics(port);
+  EXPECT_TRUE(agent->running());
+  EXPECT_GT(m.at("dejaview_agent_spool_records_dropped_budget_total"), 0);
+  EXPECT_LE(m.at("dejaview_agent_spool_bytes"), 1 << 20);
+  // Every frame is either still spooled or counted as dropped, never both, never neither.
+  EXPECT_EQ(m.at("dejaview_agent_spool_records_dropped_budget_total") +
+                m.at("dejaview_agent_spool_records_pending"),
+            double(n));
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(), 0);
+  const std::set<uint64_t> left = PendingInSpool(c.spool);
+  ASSERT_FALSE(left.empty());
+  EXPECT_EQ(*left.rbegin(), n - 1);  // the newest frames are the ones kept
+  EXPECT_EQ(left.size(), n - size_t(m.at("dejaview_agent_spool_records_dropped_budget_total")));
+}
+
+TEST_F(System, TornAndCorruptedSpoolIsRecoveredAndUploaded) {
+  const size_t n = 40;
+  Config c;
+  c.drive = MakeDrive(dir_, n, 1000);  // 16 kB frames, two per block
+  c.spool = dir_ + "/spool";
+  c.endpoint = "tcp://127.0.0.1:9";
+  c.segment_kb = 1024;
+  {
+    int port = 0;
+    auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
+    ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
+    agent->Signal(SIGTERM);
+    ASSERT_EQ(agent->Wait(), 0);
+  }
+  std::vector<std::string> segs;
+  for (const auto& e : fs::directory_iterator(c.spool)) {
+    if (e.path().extension() == ".log") segs.push_back(e.path().string());
+  }
+  ASSERT_EQ(segs.size(), 1u);
+  {
+    // Damage block 2 (a flipped CRC bit) and leave half a record at the end (a torn write).
+    std::fstream f(segs[0], std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(2 * transport::kLogBlockSize);
+    char b;
+    f.get(b);
+    f.seekp(2 * transport::kLogBlockSize);
+    f.put(char(b ^ 0x10));
+  }
+  {
+    std::ofstream f(segs[0], std::ios::binary | std::ios::app);
+    const std::string half(9000, '\x33');
+    f << half;
+  }
+  // What recovery must keep, computed independently on a copy with the reader alone.
+  std::set<uint64_t> intact;
+  {
+    auto r = transport::LogReader::Open(segs[0]);
+    std::vector<uint8_t> body;
+    uint64_t off;
+    while (*r->Next(&body, &off))
+      intact.insert(transport::DecodeRecord(body.data(), body.size())->meta.sequence);
+    EXPECT_EQ(r->corrupt_blocks(), 1u);
+  }
+  ASSERT_GT(intact.size(), n / 2);
+  ASSERT_LT(intact.size(), n);
+  // Upload what is left, with no source this time.
+  StartServer();
+  c.endpoint = endpoint_;
+  c.drive = "";
+  int port = 0;
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent2.yaml", c), true, &port);
+  ASSERT_EQ(agent->Wait(), 0);
+  server_->Signal(SIGTERM);
+  ASSERT_EQ(server_->Wait(), 0);
+  size_t store_records = 0;
+  const std::multiset<uint64_t> on_server = ServerSequences(&store_records);
+  EXPECT_EQ(std::set<uint64_t>(on_server.begin(), on_server.end()), intact);
+  EXPECT_EQ(on_server.size(), intact.size());
+  const std::string log = *ReadFileText(dir_ + "/agent.log");
+  EXPECT_NE(log.find("1 corrupt blocks skipped, 9000 torn bytes truncated"), std::string::npos)
+      << log;
+}
+
+}  // namespace
+}  // namespace dv

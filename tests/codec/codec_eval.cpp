@@ -1,0 +1,95 @@
+// Steering tool for codec development (not a test, not the bench): the pseudo-revisit protocol of
+// issue 11 on one sequence and tolerance. Map from the even frames at resolution T, odd frames
+// encoded at tolerance T with a noisy prior; prints ratio, CD, Hausdorff and times.
+//   codec_eval SEQDIR T [residual_precision] [intensity 0|1]
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <random>
+
+#include "dejaview/base/drive.h"
+#include "dejaview/bench/metrics.h"
+#include "dejaview/codec/codec.h"
+
+using namespace dv;
+
+// Thread CPU time: the machine is shared, so wall-clock would count other processes' turns.
+static double CpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: codec_eval SEQDIR T [residual_precision] [intensity]\n");
+    return 2;
+  }
+  const double T = std::atof(argv[2]);
+  codec::EncoderParams params;
+  params.tolerance_m = T;
+  if (argc > 3) params.residual_precision_m = std::atof(argv[3]);
+  if (argc > 4) params.intensity = std::atoi(argv[4]) != 0;
+  auto drive = OpenDrive(argv[1]);
+  if (!drive.ok()) return std::fprintf(stderr, "%s\n", drive.status().ToString().c_str()), 1;
+  const std::string mapdir = std::filesystem::temp_directory_path() / "codec_eval_map";
+  std::filesystem::remove_all(mapdir);
+  maps::BuildOptions bo;
+  bo.resolution_m = T;
+  bo.every = 2;
+  auto t0 = std::chrono::steady_clock::now();
+  maps::BuildReport br;
+  Status st = maps::BuildMap({*drive}, bo, mapdir, &br);
+  if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
+  auto map = maps::OpenMap(mapdir, 0);
+  if (!map.ok()) return std::fprintf(stderr, "%s\n", map.status().ToString().c_str()), 1;
+  std::printf("map: %.1f s, %llu voxels kept, %llu dropped, %llu bytes\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              (unsigned long long)br.voxels_kept, (unsigned long long)br.voxels_dropped,
+              (unsigned long long)(*map)->disk_bytes());
+  std::mt19937 rng(42);
+  std::normal_distribution<double> n01(0, 1);
+  std::vector<bench::FrameError> errs;
+  size_t points = 0, bytes = 0;
+  double worst = 0, enc_ms = 0, dec_ms = 0;
+  for (size_t i = 1; i < drive->size(); i += 2) {
+    auto cloud = ReadPointCloudFile(drive->frame_paths[i]);
+    RemoveNonFinite(&*cloud);
+    Pose prior = drive->poses[i];
+    prior.translation() += Eigen::Vector3d(0.15 * n01(rng), 0.15 * n01(rng), 0.05 * n01(rng));
+    prior.linear() =
+        Eigen::AngleAxisd(0.5 * M_PI / 180 * n01(rng), Eigen::Vector3d::UnitZ()) * prior.linear();
+    codec::EncodeReport rep;
+    const double a = CpuMs();
+    auto enc = codec::Encode(*cloud, prior, {i, 0, 0}, params, map->get(), &rep);
+    const double b = CpuMs();
+    if (!enc.ok()) return std::fprintf(stderr, "%s\n", enc.status().ToString().c_str()), 1;
+    auto dec = codec::Decode(enc->data(), enc->size(), map->get());
+    const double c = CpuMs();
+    if (!dec.ok()) return std::fprintf(stderr, "%s\n", dec.status().ToString().c_str()), 1;
+    const bench::FrameError e = bench::CompareFrames(cloud->xyz, dec->cloud.xyz);
+    errs.push_back(e);
+    points += cloud->size();
+    bytes += enc->size();
+    worst = std::max(worst, e.hausdorff_m());
+    const double em = b - a, dm = c - b;
+    enc_ms += em;
+    dec_ms += dm;
+    const Pose err = drive->poses[i].inverse() * rep.T_map_sensor;
+    std::printf(
+        "frame %zu: %zu pts, %zu B (ratio %.1f)%s cand %zu sel %zu expl %zu res %zu, "
+        "pose err %.3f m %.4f deg, H %.4f CD %.4f, enc %.1f ms dec %.1f ms [",
+        i, cloud->size(), enc->size(), 12.0 * cloud->size() / enc->size(),
+        rep.intra_fallback ? " INTRA" : "", rep.candidates, rep.selected_voxels,
+        rep.explained_points, rep.residual_points, TranslationNorm(err),
+        RotationAngleRad(err) * 180 / M_PI, e.hausdorff_m(), e.chamfer_m(), em, dm);
+    for (auto& [name, n] : rep.section_bytes) std::printf(" %s=%zu", name.c_str(), n);
+    std::printf(" ]\n");
+  }
+  const double nf = double(errs.size());
+  std::printf("T=%.3f rp=%.3f: ratio %.1f  CD %.4f  Hausdorff %.4f  enc %.1f ms  dec %.1f ms\n", T,
+              params.residual_precision_m, 12.0 * points / bytes, bench::SetChamfer(errs), worst,
+              enc_ms / nf, dec_ms / nf);
+  return worst <= T ? 0 : 1;
+}

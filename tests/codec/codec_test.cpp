@@ -1,0 +1,275 @@
+#include "dejaview/codec/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "../maps/scene.h"
+#include "dejaview/base/file_util.h"
+#include "dejaview/bench/metrics.h"
+#include "testutil.h"
+
+namespace dv::codec {
+namespace {
+
+// Exact Hausdorff in double, both ways (brute force: small clouds only).
+double BruteHausdorff(const std::vector<Eigen::Vector3f>& a,
+                      const std::vector<Eigen::Vector3f>& b) {
+  auto one_way = [](const auto& p, const auto& q) {
+    double worst = 0;
+    for (const Eigen::Vector3f& x : p) {
+      double best = 1e300;
+      for (const Eigen::Vector3f& y : q)
+        best = std::min(best, (x.cast<double>() - y.cast<double>()).squaredNorm());
+      worst = std::max(worst, best);
+    }
+    return std::sqrt(worst);
+  };
+  return std::max(one_way(a, b), one_way(b, a));
+}
+
+PointCloud RandomFrame(uint32_t seed, size_t n) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-40, 40), i01(0, 1);
+  std::normal_distribution<float> cluster(0, 0.3f);
+  PointCloud c;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 2) {
+      c.push_back(Eigen::Vector3f(u(rng), u(rng), u(rng) / 8), i01(rng));
+    } else {
+      const float cx = float(i % 7) * 3;
+      c.push_back(Eigen::Vector3f(cx + cluster(rng), cluster(rng), cluster(rng) - 1), i01(rng));
+    }
+  }
+  return c;
+}
+
+StatusOr<DecodedFrame> RoundTrip(const PointCloud& frame, const Pose& prior, EncoderParams p,
+                                 maps::RouteMap* map, EncodeReport* rep,
+                                 std::vector<uint8_t>* bytes_out = nullptr) {
+  DV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Encode(frame, prior, {7, 123, 1}, p, map, rep));
+  if (bytes_out) *bytes_out = bytes;
+  return Decode(bytes.data(), bytes.size(), map);
+}
+
+TEST(Codec, IntraRandomFramesHoldTheBoundExactly) {
+  for (double tol : {0.02, 0.1, 0.35}) {
+    for (bool intensity : {true, false}) {
+      const PointCloud frame = RandomFrame(uint32_t(tol * 1000) + intensity, 1500);
+      EncoderParams p;
+      p.tolerance_m = tol;
+      p.intensity = intensity;
+      EncodeReport rep;
+      auto dec = RoundTrip(frame, Pose::Identity(), p, nullptr, &rep);
+      ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+      EXPECT_TRUE(rep.intra_fallback);
+      EXPECT_TRUE(dec->intra);
+      EXPECT_LE(BruteHausdorff(frame.xyz, dec->cloud.xyz), tol) << "tolerance " << tol;
+      EXPECT_EQ(dec->tolerance_m, tol);
+      EXPECT_EQ(dec->info.sequence, 7u);
+      EXPECT_EQ(dec->info.timestamp_ns, 123);
+      EXPECT_EQ(dec->info.sensor_id, 1u);
+      EXPECT_EQ(dec->cloud.size(), dec->source.size());
+      for (float v : dec->cloud.intensity) {
+        EXPECT_TRUE(intensity ? (v >= 0 && v <= 1) : v == 0);
+      }
+    }
+  }
+}
+
+TEST(Codec, NonFinitePointsAreDroppedAndCounted) {
+  PointCloud frame = RandomFrame(3, 200);
+  frame.push_back(Eigen::Vector3f(NAN, 0, 0), 0.5f);
+  frame.push_back(Eigen::Vector3f(1, INFINITY, 0), 0.5f);
+  EncodeReport rep;
+  auto dec = RoundTrip(frame, Pose::Identity(), {}, nullptr, &rep);
+  ASSERT_TRUE(dec.ok());
+  EXPECT_EQ(rep.non_finite_points, 2u);
+  EXPECT_EQ(rep.points_in, 200u);
+  frame.xyz.resize(200);
+  EXPECT_LE(BruteHausdorff(frame.xyz, dec->cloud.xyz), 0.1);
+  // An empty frame is a valid (empty) intra frame.
+  auto empty = RoundTrip(PointCloud(), Pose::Identity(), {}, nullptr, &rep);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->cloud.empty());
+}
+
+TEST(Codec, RejectsBadParameters) {
+  const PointCloud frame = RandomFrame(4, 10);
+  EncoderParams p;
+  p.tolerance_m = 0;
+  EXPECT_EQ(Encode(frame, Pose::Identity(), {}, p, nullptr).status().code(),
+            Status::Code::kInvalidArgument);
+  p.tolerance_m = 0.1;
+  p.residual_precision_m = -1;
+  EXPECT_FALSE(Encode(frame, Pose::Identity(), {}, p, nullptr).ok());
+  PointCloud far;
+  far.push_back(Eigen::Vector3f(0, 0, 0), 0);
+  far.push_back(Eigen::Vector3f(1e6f, 0, 0), 0);
+  EXPECT_EQ(Encode(far, Pose::Identity(), {}, {}, nullptr).status().code(),
+            Status::Code::kInvalidArgument);
+}
+
+class StreetMap : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = test::ScratchDir();
+    const Drive drive = test::WriteStreetDrive(root_ + "/drive", {0, 2, 4, 6});
+    maps::BuildOptions opt;
+    opt.resolution_m = 0.1;
+    ASSERT_TRUE(maps::BuildMap({drive}, opt, root_ + "/map").ok());
+    map_ = maps::OpenMap(root_ + "/map", 0).value();
+  }
+  std::string root_;
+  std::unique_ptr<maps::RouteMap> map_;
+};
+
+TEST_F(StreetMap, DeltaExplainsTheStreetAndCodesTheCarAsResidual) {
+  const Pose truth = test::StreetPose(3);
+  const PointCloud frame = test::StreetFrame(truth, {test::CarAt(5, 3)});
+  Pose prior = truth;
+  prior.translation() += Eigen::Vector3d(0.12, -0.1, 0.04);
+  prior.linear() = Eigen::AngleAxisd(0.006, Eigen::Vector3d::UnitZ()) * prior.linear();
+  for (bool intensity : {true, false}) {
+    EncoderParams p;
+    p.tolerance_m = 0.1;
+    p.intensity = intensity;
+    EncodeReport rep;
+    auto dec = RoundTrip(frame, prior, p, map_.get(), &rep);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    EXPECT_FALSE(dec->intra);
+    EXPECT_EQ(dec->map_version, map_->version());
+    // Registration moved the pose towards the truth (the street is a corridor with few
+    // features along it, so the along-street error shrinks slowly).
+    EXPECT_LT(TranslationNorm(truth.inverse() * rep.T_map_sensor),
+              0.6 * TranslationNorm(truth.inverse() * prior));
+    EXPECT_GT(rep.explained_points, frame.size() * 8 / 10);
+    EXPECT_GT(rep.residual_points, 100u);  // the car
+    EXPECT_EQ(rep.explained_points + rep.residual_points, frame.size());
+    const bench::FrameError e = bench::CompareFrames(frame.xyz, dec->cloud.xyz);
+    EXPECT_LE(e.hausdorff_m(), 0.1);
+    size_t from_map = 0;
+    for (uint8_t s : dec->source) from_map += s == 0;
+    EXPECT_EQ(from_map, rep.selected_voxels);
+    for (float v : dec->cloud.intensity) EXPECT_TRUE(intensity ? v >= 0 && v <= 1 : v == 0);
+  }
+}
+
+TEST_F(StreetMap, EncodingIsDeterministicAndDecodingBitExact) {
+  const PointCloud frame = test::StreetFrame(test::StreetPose(1));
+  EncodeReport rep;
+  std::vector<uint8_t> a, b;
+  auto da = RoundTrip(frame, test::StreetPose(1), {}, map_.get(), &rep, &a);
+  auto db = RoundTrip(frame, test::StreetPose(1), {}, map_.get(), &rep, &b);
+  ASSERT_TRUE(da.ok() && db.ok());
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(da->cloud.size(), db->cloud.size());
+  EXPECT_EQ(0, std::memcmp(da->cloud.xyz.data(), db->cloud.xyz.data(),
+                           da->cloud.size() * sizeof(Eigen::Vector3f)));
+}
+
+TEST_F(StreetMap, CorruptTruncatedAndWrongMapInputsAreRejected) {
+  const PointCloud frame = test::StreetFrame(test::StreetPose(5));
+  auto bytes = Encode(frame, test::StreetPose(5), {}, {}, map_.get()).value();
+  ASSERT_TRUE(Decode(bytes.data(), bytes.size(), map_.get()).ok());
+
+  for (size_t n = 0; n < bytes.size(); n += 1 + n / 3) {
+    auto d = Decode(bytes.data(), n, map_.get());
+    ASSERT_FALSE(d.ok()) << "truncated to " << n;
+    EXPECT_EQ(d.status().code(), Status::Code::kCorruption);
+  }
+  for (size_t i = 0; i < bytes.size(); i += 7) {
+    auto copy = bytes;
+    copy[i] ^= 0x10;
+    ASSERT_FALSE(Decode(copy.data(), copy.size(), map_.get()).ok()) << "flipped byte " << i;
+  }
+  auto longer = bytes;
+  longer.push_back(0);
+  EXPECT_NE(Decode(longer.data(), longer.size(), map_.get()).status().message().find("trailing"),
+            std::string::npos);
+  auto truncated = Decode(bytes.data(), bytes.size() - 10, map_.get());
+  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos)
+      << truncated.status().message();
+
+  auto no_map = Decode(bytes.data(), bytes.size(), nullptr);
+  EXPECT_NE(no_map.status().message().find(map_->version()), std::string::npos);
+  const Drive other = test::WriteStreetDrive(root_ + "/other", {0, 3});
+  maps::BuildOptions opt;
+  opt.resolution_m = 0.1;
+  ASSERT_TRUE(maps::BuildMap({other}, opt, root_ + "/other_map").ok());
+  auto other_map = maps::OpenMap(root_ + "/other_map", 0).value();
+  auto wrong = Decode(bytes.data(), bytes.size(), other_map.get());
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("coded against map " + map_->version()),
+            std::string::npos)
+      << wrong.status().message();
+}
+
+TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
+  auto drive = OpenDrive(test::KittiSeq("00"));
+  ASSERT_TRUE(drive.ok());
+  const std::string dir = test::ScratchDir() + "/map";
+  maps::BuildOptions opt;
+  opt.resolution_m = 0.2;
+  opt.every = 2;
+  ASSERT_TRUE(maps::BuildMap({*drive}, opt, dir).ok());
+  auto map = maps::OpenMap(dir, 64 << 20).value();
+  PointCloud frame = ReadPointCloudFile(drive->frame_paths[3]).value();
+  RemoveNonFinite(&frame);
+  Pose prior = drive->poses[3];
+  prior.translation() += Eigen::Vector3d(0.2, -0.15, 0.05);
+  prior.linear() = Eigen::AngleAxisd(0.009, Eigen::Vector3d::UnitZ()) * prior.linear();
+  struct Case {
+    double tol;
+    bool intensity;
+    bool with_map;
+  };
+  for (const Case& c : {Case{0.2, true, true}, Case{0.3, false, true}, Case{0.1, true, true},
+                        Case{0.1, true, false}}) {
+    EncoderParams p;
+    p.tolerance_m = c.tol;
+    p.intensity = c.intensity;
+    EncodeReport rep;
+    std::vector<uint8_t> bytes;
+    auto dec = RoundTrip(frame, prior, p, c.with_map ? map.get() : nullptr, &rep, &bytes);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    EXPECT_EQ(dec->intra, !c.with_map);
+    const bench::FrameError e = bench::CompareFrames(frame.xyz, dec->cloud.xyz);
+    EXPECT_LE(e.hausdorff_m(), c.tol) << "tolerance " << c.tol;
+    if (c.with_map && c.tol >= 0.2) {
+      EXPECT_GT(12.0 * double(frame.size()) / double(bytes.size()), 100.0);
+    }
+  }
+}
+
+// The bitstream is pinned: the same inputs must give the same bytes as the committed files, and
+// those files must decode within their bound. DEJAVIEW_UPDATE_GOLDEN=1 rewrites them (a format
+// change must also bump the format version).
+TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
+  const PointCloud frame = test::StreetFrame(test::StreetPose(3), {test::CarAt(5, 3)});
+  struct Golden {
+    const char* name;
+    maps::RouteMap* map;
+  };
+  for (const Golden& g :
+       {Golden{"golden_intra_v1.dvd", nullptr}, Golden{"golden_delta_v1.dvd", map_.get()}}) {
+    EncoderParams p;
+    p.tolerance_m = 0.15;
+    auto bytes = Encode(frame, test::StreetPose(3), {42, 1000, 0}, p, g.map).value();
+    const std::string path = test::FixturePath(g.name);
+    if (std::getenv("DEJAVIEW_UPDATE_GOLDEN")) {
+      ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
+    }
+    auto golden = ReadFileBytes(path);
+    ASSERT_TRUE(golden.ok()) << golden.status().ToString();
+    EXPECT_EQ(bytes, *golden) << g.name << " differs from the committed bitstream";
+    auto dec = Decode(golden->data(), golden->size(), g.map);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    EXPECT_EQ(dec->info.sequence, 42u);
+    EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), 0.15);
+  }
+}
+
+}  // namespace
+}  // namespace dv::codec

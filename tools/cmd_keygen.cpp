@@ -1,0 +1,35 @@
+// dejaview keygen: a CURVE key pair for the upload link (docs/upload-protocol.md): PREFIX.secret
+// (mode 0600; the agent's upload.curve_key_file or the server's --curve-key) and PREFIX.public
+// (the server's key goes into agent configs, agents' keys into the server's --curve-allow list).
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "dejaview/base/file_util.h"
+#include "dejaview/transport/upload.h"
+
+namespace dv::cli {
+
+int RunKeygen(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, {"out"}, {"help"});
+  if (!args.ok()) return Fail("keygen", args.status());
+  if (args->Has("help") || !args->Has("out")) {
+    std::printf("usage: dejaview keygen --out PREFIX   (writes PREFIX.secret and PREFIX.public)\n");
+    return args->Has("help") ? kOk : kUsage;
+  }
+  auto keys = transport::GenerateCurveKeys();
+  if (!keys.ok()) return Fail("keygen", keys.status());
+  const std::string prefix = args->Get("out");
+  Status s = WriteFileAtomic(prefix + ".secret", keys->secret_z85 + "\n");
+  if (s.ok() && ::chmod((prefix + ".secret").c_str(), 0600) != 0) {
+    s = Status::IoError(prefix + ".secret: chmod 0600 failed");
+  }
+  if (s.ok()) s = WriteFileAtomic(prefix + ".public", keys->public_z85 + "\n");
+  if (!s.ok()) return Fail("keygen", s);
+  std::printf("%s\n", keys->public_z85.c_str());
+  return kOk;
+}
+
+}  // namespace dv::cli

@@ -1,0 +1,73 @@
+// Upload protocol messages between the agent's DEALER and the server's ROUTER; one ZeroMQ frame
+// per message (the ROUTER adds the peer identity frame). Spec: docs/upload-protocol.md.
+// DecodeMessage is strict and bounded: any length, count or byte it does not expect is a
+// Corruption naming the field, and no allocation exceeds kMaxMessageBytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dejaview/base/status.h"
+#include "dejaview/transport/spool.h"
+
+namespace dv::transport {
+
+constexpr uint8_t kUploadProtocolVersion = 1;
+constexpr size_t kMaxBatchRecords = 256;
+constexpr size_t kMaxMessageBytes = size_t(64) << 20;
+constexpr size_t kMaxHelloSensors = 64;
+constexpr size_t kMaxNackDetailBytes = 256;
+
+enum class MessageType : uint8_t {
+  kHello = 1,
+  kData = 2,
+  kAck = 3,
+  kNack = 4,
+  kPing = 5,
+  kPong = 6
+};
+
+enum class NackReason : uint8_t {
+  kBadMessage = 1,     // did not parse
+  kVersion = 2,        // protocol version not spoken by the server
+  kNoHello = 3,        // DATA before HELLO on this connection
+  kInvalidRecord = 4,  // a record is not from the vehicle/sensors of the HELLO
+  kStorage = 5,        // the server could not store durably; retry later
+};
+
+struct Message {
+  MessageType type = MessageType::kPing;
+  uint8_t version = kUploadProtocolVersion;
+  // HELLO
+  std::string vehicle;
+  std::vector<uint32_t> sensor_ids;
+  // DATA, ACK, NACK (batch 0 answers HELLO)
+  uint64_t batch_id = 0;
+  std::vector<SpoolRecord> records;
+  // ACK
+  uint32_t stored = 0;      // records newly made durable
+  uint32_t duplicates = 0;  // records the server already had
+  // NACK
+  NackReason reason = NackReason::kBadMessage;
+  std::string detail;
+  // PING, PONG
+  uint64_t nonce = 0;
+};
+
+std::vector<uint8_t> EncodeMessage(const Message& m);
+StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size);
+const char* MessageTypeName(MessageType t);
+
+// CURVE keys (ZeroMQ's CurveZMQ, RFC 26) in Z85 text, 40 characters each. A key file holds one
+// secret key; the public key is derived from it. An allow list holds one public key per line
+// (a line starting with '#' is a comment): the server's ZAP handler admits only those agents.
+struct CurveKeys {
+  std::string public_z85;
+  std::string secret_z85;
+};
+StatusOr<CurveKeys> LoadCurveKeyFile(const std::string& path);
+StatusOr<std::vector<std::string>> LoadCurveAllowList(const std::string& path);
+StatusOr<CurveKeys> GenerateCurveKeys();
+
+}  // namespace dv::transport
