@@ -12,5 +12,8 @@ int RunBench(int argc, char** argv);
 int RunQuery(int argc, char** argv);
 int RunConvert(int argc, char** argv);
 int RunKeygen(int argc, char** argv);
+int RunSimulate(int argc, char** argv);
+int RunReplay(int argc, char** argv);
+int RunRecord(int argc, char** argv);
 
 }  // namespace dv::cli

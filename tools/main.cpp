@@ -26,6 +26,9 @@ constexpr Command kCommands[] = {
     {"convert", "convert a frame between KITTI .bin, PCD and PLY (or a whole drive)",
      dv::cli::RunConvert},
     {"keygen", "make a CURVE key pair for the agent-server upload link", dv::cli::RunKeygen},
+    {"simulate", "generate simulated multi-day drives of one route", dv::cli::RunSimulate},
+    {"replay", "publish a drive's frames and poses over ZeroMQ", dv::cli::RunReplay},
+    {"record", "subscribe to frames and poses and write a drive", dv::cli::RunRecord},
 };
 
 void PrintHelp() {

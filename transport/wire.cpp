@@ -419,22 +419,24 @@ StatusOr<PoseMessage> DecodePose(const uint8_t* data, size_t size, WireCounters*
   return p;
 }
 
-StatusOr<PointCloud> ToPointCloud(const RawFrame& frame) {
+StatusOr<PointCloud> ToPointCloud(const RawFrame& frame, WireCounters* counters) {
   const FrameHeader& h = frame.header;
+  const auto unmappable = [&](const std::string& msg) {
+    return Rejected(counters, Reject::kNotMappable, "wire frame", msg);
+  };
   const Field* xyz[3] = {FindField(h, {"x"}), FindField(h, {"y"}), FindField(h, {"z"})};
   for (int k = 0; k < 3; ++k) {
     const char* axis = k == 0 ? "x" : k == 1 ? "y" : "z";
-    if (!xyz[k]) return Status::Corruption(std::string("wire frame: no field '") + axis + "'");
+    if (!xyz[k]) return unmappable(std::string("no field '") + axis + "'");
     if (!IsFloat(xyz[k]->type)) {
-      return Status::Corruption(std::string("wire frame: field '") + axis +
-                                "' must be float32 or float64");
+      return unmappable(std::string("field '") + axis + "' must be float32 or float64");
     }
   }
   const Field* intensity = FindField(h, {"intensity", "reflectivity"});
   const Field* ring = FindField(h, {"ring"});
   const Field* time = FindField(h, {"time", "t", "time_offset"});
   if (ring && IsFloat(ring->type)) {
-    return Status::Corruption("wire frame: field 'ring' must be an integer type");
+    return unmappable("field 'ring' must be an integer type");
   }
   const size_t n = h.point_count;
   PointCloud cloud;

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!frame.ok()) return 0;
   const auto& h = frame->header;
   if (frame->points.size() != size_t(h.point_count) * h.point_stride) __builtin_trap();
-  auto cloud = dv::transport::ToPointCloud(*frame);
+  auto cloud = dv::transport::ToPointCloud(*frame, nullptr);
   if (cloud.ok() && cloud->size() != h.point_count) __builtin_trap();
   return 0;
 }

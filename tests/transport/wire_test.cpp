@@ -202,7 +202,7 @@ TEST(WireGolden, OusterLayoutMapsToPointCloud) {
   EXPECT_EQ(frame->header.frame_id, "os_sensor");
   FrameHeader h;
   EXPECT_EQ(frame->points, OusterPoints(&h));
-  auto cloud = ToPointCloud(*frame);
+  auto cloud = ToPointCloud(*frame, nullptr);
   ASSERT_TRUE(cloud.ok()) << cloud.status().ToString();
   ASSERT_EQ(cloud->size(), 4u);
   ASSERT_TRUE(cloud->has_ring() && cloud->has_time());
@@ -217,7 +217,7 @@ TEST(WireGolden, Float64LayoutMapsToPointCloud) {
   ASSERT_TRUE(bytes.ok());
   auto frame = DecodeFrame(bytes->data(), bytes->size(), nullptr);
   ASSERT_TRUE(frame.ok()) << frame.status().ToString();
-  auto cloud = ToPointCloud(*frame);
+  auto cloud = ToPointCloud(*frame, nullptr);
   ASSERT_TRUE(cloud.ok());
   ASSERT_EQ(cloud->size(), 2u);
   EXPECT_EQ(cloud->xyz[1], Eigen::Vector3f(0.2f, 0.4f, -0.3f));
@@ -245,7 +245,7 @@ TEST(WireRoundTrip, RealKittiFrameIsBitExactWithAndWithoutLz4) {
     EXPECT_EQ(frame->header.sequence, 42u);
     EXPECT_EQ(frame->header.sensor_stamp_ns, 1'000'000'000);
     EXPECT_EQ(frame->header.publish_stamp_ns, 1'000'250'000);
-    auto back = ToPointCloud(*frame);
+    auto back = ToPointCloud(*frame, nullptr);
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(EncodeKittiBin(*back), kitti);
   }
@@ -263,7 +263,7 @@ TEST(WireRoundTrip, RingAndTimeSurvive) {
   ASSERT_TRUE(msg.ok());
   auto frame = DecodeFrame(msg->data(), msg->size(), nullptr);
   ASSERT_TRUE(frame.ok());
-  auto back = ToPointCloud(*frame);
+  auto back = ToPointCloud(*frame, nullptr);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->ring, c.ring);
   EXPECT_EQ(back->time_offset_s, c.time_offset_s);
@@ -397,13 +397,15 @@ TEST(WireMalformed, UnmappableLayoutsNameTheField) {
   auto bytes = m.Bytes();
   auto frame = DecodeFrame(bytes.data(), bytes.size(), nullptr);
   ASSERT_TRUE(frame.ok());
-  EXPECT_EQ(ToPointCloud(*frame).status().message(), "wire frame: no field 'x'");
+  WireCounters counters;
+  EXPECT_EQ(ToPointCloud(*frame, &counters).status().message(), "wire frame: no field 'x'");
+  EXPECT_EQ(counters.rejected[size_t(Reject::kNotMappable)], 1u);
   RawMsg n;
   n.fields[1].type = 5;
   bytes = n.Bytes();
   frame = DecodeFrame(bytes.data(), bytes.size(), nullptr);
   ASSERT_TRUE(frame.ok());
-  EXPECT_EQ(ToPointCloud(*frame).status().message(),
+  EXPECT_EQ(ToPointCloud(*frame, nullptr).status().message(),
             "wire frame: field 'y' must be float32 or float64");
 }
 

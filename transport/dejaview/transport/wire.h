@@ -120,8 +120,8 @@ StatusOr<PoseMessage> DecodePose(const uint8_t* data, size_t size, WireCounters*
 // Maps a driver's layout to a PointCloud: x, y, z (float32/float64) are required; intensity
 // (or reflectivity) of any numeric type becomes float; ring of any integer type; time (or t,
 // time_offset) as float32/float64 seconds or uint32 nanoseconds from the sweep start. Other
-// fields and padding are skipped.
-StatusOr<PointCloud> ToPointCloud(const RawFrame& frame);
+// fields and padding are skipped. A frame it cannot map counts as not_mappable.
+StatusOr<PointCloud> ToPointCloud(const RawFrame& frame, WireCounters* counters);
 
 // The layout dejaview itself publishes: x y z intensity float32 (stride 16, the KITTI .bin
 // record), then ring uint16 + 2 padding bytes and time float32 when the cloud has them.

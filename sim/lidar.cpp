@@ -1,0 +1,92 @@
+#include "dejaview/sim/lidar.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dejaview/sim/rng.h"
+
+namespace dv::sim {
+
+StatusOr<LidarModel> LidarPreset(const std::string& name) {
+  LidarModel m;
+  if (name == "hdl64") {
+    // The HDL-64E's two laser blocks: 32 upper beams 1/3 deg apart from +2 deg, 32 lower beams
+    // 1/2 deg apart down to -24.9 deg.
+    for (int i = 0; i < 32; ++i) m.elevation_deg.push_back(2.0 - i * (10.33 / 31));
+    for (int i = 0; i < 32; ++i) m.elevation_deg.push_back(-8.83 - i * (16.07 / 31));
+    m.azimuth_steps = 2083;
+    return m;
+  }
+  if (name == "os128") {
+    for (int i = 0; i < 128; ++i) m.elevation_deg.push_back(22.5 - i * (45.0 / 127));
+    m.azimuth_steps = 1024;
+    m.range_noise_m = 0.03;
+    m.divergence_mrad = 2.0;
+    m.min_range_m = 1.5;
+    return m;
+  }
+  return Status::InvalidArgument("unknown LiDAR preset '" + name + "' (hdl64, os128)");
+}
+
+LidarModel Reduced(const LidarModel& m, int beams, int azimuth_steps) {
+  LidarModel r = m;
+  if (beams > 0 && size_t(beams) < m.elevation_deg.size()) {
+    r.elevation_deg.clear();
+    const double step = double(m.elevation_deg.size()) / beams;
+    for (int i = 0; i < beams; ++i) r.elevation_deg.push_back(m.elevation_deg[size_t(i * step)]);
+  }
+  if (azimuth_steps > 0) r.azimuth_steps = azimuth_steps;
+  return r;
+}
+
+Scan ScanFrame(const World& world, const Pose& T_world_sensor,
+               const std::vector<Primitive>& dynamic, const LidarModel& model, uint64_t rng_seed) {
+  Rng rng(rng_seed);
+  const Eigen::Vector3d origin = T_world_sensor.translation();
+  const Eigen::Matrix3d R = T_world_sensor.linear();
+  // Only movers within reach can be hit; testing the few nearby keeps a ray cheap.
+  std::vector<Primitive> near;
+  for (const Primitive& p : dynamic) {
+    if ((p.center - origin).head<2>().norm() < model.max_range_m + p.Radius()) near.push_back(p);
+  }
+  std::vector<uint32_t> visited(world.static_size(), 0);
+  uint32_t stamp = 0;
+  Scan scan;
+  const size_t rays = model.elevation_deg.size() * size_t(model.azimuth_steps);
+  scan.cloud.reserve(rays);
+  scan.cloud.ring.reserve(rays);
+  scan.labels.reserve(rays);
+  const double jitter = model.divergence_mrad * 1e-3 / 2;
+  for (int a = 0; a < model.azimuth_steps; ++a) {
+    const double az = 2 * 3.14159265358979323846 * a / model.azimuth_steps;
+    for (size_t b = 0; b < model.elevation_deg.size(); ++b) {
+      double el = model.elevation_deg[b] * 3.14159265358979323846 / 180;
+      double azj = az;
+      if (jitter > 0) {  // where inside the divergent beam the return comes from
+        el += jitter * rng.Normal();
+        azj += jitter * rng.Normal();
+      }
+      const Eigen::Vector3d d_sensor(std::cos(el) * std::cos(azj), std::cos(el) * std::sin(azj),
+                                     std::sin(el));
+      const Eigen::Vector3d d = R * d_sensor;
+      Hit hit;
+      const bool found = world.Cast(origin, d, model.max_range_m, near, &visited, ++stamp, &hit);
+      const double u_drop = rng.Uniform(), n_range = rng.Normal(), n_int = rng.Normal();
+      if (!found || hit.range_m < model.min_range_m) continue;
+      const double cos_inc = std::abs(hit.normal.dot(d));
+      const double r_frac = hit.range_m / model.max_range_m;
+      const double p_drop = model.dropout + 0.1 * r_frac * r_frac + (cos_inc < 0.05 ? 0.5 : 0.0);
+      if (u_drop < p_drop) continue;
+      const double range = hit.range_m + model.range_noise_m * n_range;
+      const double lambert = RetroReflective(hit.material) ? 0.8 + 0.2 * cos_inc : cos_inc;
+      const float intensity = float(std::clamp(
+          Reflectivity(hit.material) * lambert + model.intensity_noise * n_int, 0.0, 1.0));
+      scan.cloud.push_back((d_sensor * range).cast<float>(), intensity);
+      scan.cloud.ring.push_back(uint16_t(b));
+      scan.labels.push_back(uint32_t(hit.label) | (uint32_t(hit.object_id) << 16));
+    }
+  }
+  return scan;
+}
+
+}  // namespace dv::sim

@@ -1,0 +1,140 @@
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+#include <zmq.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "dejaview/base/drive.h"
+#include "dejaview/base/kitti.h"
+#include "dejaview/transport/wire.h"
+
+namespace dv::cli {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The slow-joiner problem: PUB drops what it sends before a subscriber is attached. XPUB sees
+// the subscriptions, so replay starts once every topic it sends is subscribed (or on timeout).
+bool WaitForSubscribers(zmq::socket_t& pub, const std::vector<std::string>& topics, int wait_ms) {
+  std::vector<bool> covered(topics.size(), false);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    zmq::pollitem_t item{pub.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    zmq::message_t sub;
+    while (pub.recv(sub, zmq::recv_flags::dontwait)) {
+      const std::string s = sub.to_string();
+      if (s.empty() || s[0] != 1) continue;  // 1 = subscribe, 0 = unsubscribe
+      for (size_t i = 0; i < topics.size(); ++i)
+        covered[i] = covered[i] || topics[i].rfind(s.substr(1), 0) == 0;
+    }
+    bool all = true;
+    for (bool c : covered) all = all && c;
+    if (all) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int RunReplay(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, {"endpoint", "rate", "topic", "pose-topic", "wait-ms"},
+                          {"fast", "loop", "lz4", "help", "quiet"});
+  if (!args.ok()) return Fail("replay", args.status());
+  if (args->Has("help") || args->positional().size() != 1 || !args->Has("endpoint")) {
+    std::printf(
+        "usage: dejaview replay DRIVE --endpoint tcp://HOST:PORT [--rate 1.0|--fast] [--loop]\n"
+        "         [--topic lidar/top/points/] [--pose-topic pose/] [--lz4] [--wait-ms 5000]\n"
+        "binds a PUB socket and publishes frames (and poses) at the recorded rate\n");
+    return args->Has("help") ? kOk : kUsage;
+  }
+  auto rate = args->GetDouble("rate", 1.0);
+  auto wait_ms = args->GetInt("wait-ms", 5000);
+  if (!rate.ok()) return Fail("replay", rate.status());
+  if (!wait_ms.ok()) return Fail("replay", wait_ms.status());
+  if (*rate <= 0) return Fail("replay", Status::InvalidArgument("--rate must be > 0"));
+  const std::string topic = args->Get("topic", "lidar/top/points/");
+  const std::string pose_topic = args->Get("pose-topic", "pose/");
+  if (topic.empty() || topic.back() != '/' || pose_topic.empty() || pose_topic.back() != '/') {
+    return Fail("replay", Status::InvalidArgument("topics must end in '/' (docs/wire.md)"));
+  }
+  auto drive = OpenDrive(args->positional()[0]);
+  if (!drive.ok()) return Fail("replay", drive.status());
+  const bool fast = args->Has("fast"), loop = args->Has("loop"), quiet = args->Has("quiet");
+  const bool has_poses = !drive->poses.empty();
+
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  pub.set(zmq::sockopt::xpub_nodrop, 1);  // block instead of dropping when a subscriber lags
+  pub.set(zmq::sockopt::sndhwm, 100);
+  pub.set(zmq::sockopt::linger, 10000);  // let the last frames leave before exit
+  try {
+    pub.bind(args->Get("endpoint"));
+  } catch (const zmq::error_t& e) {
+    return Fail("replay", Status::Unavailable(args->Get("endpoint") + ": " + e.what()));
+  }
+  std::vector<std::string> topics = {topic};
+  if (has_poses) topics.push_back(pose_topic);
+  if (!WaitForSubscribers(pub, topics, int(*wait_ms)) && !quiet) {
+    std::fprintf(stderr, "dejaview replay: no subscriber after %ld ms, publishing anyway\n",
+                 *wait_ms);
+  }
+  const double period_s =
+      drive->timestamps_s.size() > 1
+          ? (drive->timestamps_s.back() - drive->timestamps_s.front()) / double(drive->size() - 1)
+          : 0.1;
+  uint64_t sequence = 0, bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int pass = 0; pass == 0 || loop; ++pass) {
+    for (size_t i = 0; i < drive->size(); ++i, ++sequence) {
+      const double t_s = drive->timestamps_s.empty() ? double(i) * 0.1 : drive->timestamps_s[i];
+      // Loops continue the clock so that a recorder sees strictly increasing stamps.
+      const double t_loop = t_s + pass * (double(drive->size()) * period_s);
+      if (!fast) {
+        const double t0 = drive->timestamps_s.empty() ? 0.0 : drive->timestamps_s.front();
+        std::this_thread::sleep_until(start + std::chrono::duration<double>((t_loop - t0) / *rate));
+      }
+      auto cloud = ReadPointCloudFile(drive->frame_paths[i]);
+      if (!cloud.ok()) return Fail("replay", cloud.status());
+      transport::FrameHeader h;
+      h.sequence = sequence;
+      h.sensor_stamp_ns = std::llround(t_loop * 1e9);
+      h.frame_id = "velodyne";
+      h.lz4 = args->Has("lz4");
+      if (has_poses) {
+        h.has_pose = true;
+        h.T_map_sensor = drive->poses[i];
+        transport::PoseMessage p;
+        p.stamp_ns = h.sensor_stamp_ns;
+        p.T_map_sensor = drive->poses[i];
+        const auto pb = transport::EncodePose(p);
+        pub.send(zmq::buffer(pose_topic), zmq::send_flags::sndmore);
+        pub.send(zmq::buffer(pb), zmq::send_flags::none);
+      }
+      const auto points = transport::PackPointCloud(*cloud, &h);
+      h.publish_stamp_ns = NowNs();
+      auto msg = transport::EncodeFrame(h, points.data(), points.size());
+      if (!msg.ok()) return Fail("replay", msg.status());
+      pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+      pub.send(zmq::buffer(*msg), zmq::send_flags::none);
+      bytes += msg->size();
+      if (!quiet) {
+        std::fprintf(stderr, "\rreplay: %llu frames, %.1f MB", (unsigned long long)(sequence + 1),
+                     double(bytes) / 1e6);
+      }
+    }
+  }
+  if (!quiet) std::fprintf(stderr, "\n");
+  std::printf("published %llu frames%s, %llu bytes, %.2f s\n", (unsigned long long)sequence,
+              has_poses ? " and poses" : "", (unsigned long long)bytes,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return kOk;
+}
+
+}  // namespace dv::cli
