@@ -27,7 +27,7 @@ Subscriber::Subscriber(const AgentConfig& config, BoundedQueue<Frame>* queue, Ag
 
 void Subscriber::OnFrame(uint32_t sensor_id, const uint8_t* data, size_t size) {
   auto raw = transport::DecodeFrame(data, size, &counters_);
-  StatusOr<PointCloud> cloud = raw.ok() ? transport::ToPointCloud(*raw) : raw.status();
+  StatusOr<PointCloud> cloud = raw.ok() ? transport::ToPointCloud(*raw, &counters_) : raw.status();
   if (!cloud.ok()) {
     if (rejected_++ % 100 == 0) spdlog::warn("agent: frame rejected: {}", cloud.status().message());
     return;
