@@ -45,12 +45,13 @@ bool WaitForSubscribers(zmq::socket_t& pub, const std::vector<std::string>& topi
 
 int RunReplay(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, {"endpoint", "rate", "topic", "pose-topic", "wait-ms"},
-                          {"fast", "loop", "lz4", "help", "quiet"});
+                          {"fast", "loop", "lz4", "help", "quiet", "prior"});
   if (!args.ok()) return Fail("replay", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("endpoint")) {
     std::printf(
         "usage: dejaview replay DRIVE --endpoint tcp://HOST:PORT [--rate 1.0|--fast] [--loop]\n"
         "         [--topic lidar/top/points/] [--pose-topic pose/] [--lz4] [--wait-ms 5000]\n"
+        "         [--prior]   (publish poses_prior.txt, a localiser's estimate, not poses.txt)\n"
         "binds a PUB socket and publishes frames (and poses) at the recorded rate\n");
     return args->Has("help") ? kOk : kUsage;
   }
@@ -67,6 +68,13 @@ int RunReplay(int argc, char** argv) {
   auto drive = OpenDrive(args->positional()[0]);
   if (!drive.ok()) return Fail("replay", drive.status());
   const bool fast = args->Has("fast"), loop = args->Has("loop"), quiet = args->Has("quiet");
+  if (args->Has("prior")) {
+    if (drive->poses_prior.empty()) {
+      return Fail("replay",
+                  Status::NotFound(drive->root + ": --prior given but no poses_prior.txt"));
+    }
+    drive->poses = drive->poses_prior;
+  }
   const bool has_poses = !drive->poses.empty();
 
   zmq::context_t ctx;

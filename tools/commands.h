@@ -4,6 +4,7 @@
 namespace dv::cli {
 
 int RunInfo(int argc, char** argv);
+int RunCompare(int argc, char** argv);
 int RunMap(int argc, char** argv);
 int RunEncode(int argc, char** argv);
 int RunDecode(int argc, char** argv);

@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
     {"encode", "code frames as deltas against a route map, within a tolerance", dv::cli::RunEncode},
     {"decode", "reconstruct frames from delta files", dv::cli::RunDecode},
     {"inspect", "show a delta file's header, pose, bound and section sizes", dv::cli::RunInspect},
+    {"compare", "errors of a reconstructed drive against its original (BRIEF §3)",
+     dv::cli::RunCompare},
     {"bench", "measure ratio, error and speed of dejaview and its peers", dv::cli::RunBench},
     {"query", "find stored frames by vehicle, time and place; --export a drive", dv::cli::RunQuery},
     {"convert", "convert a frame between KITTI .bin, PCD and PLY (or a whole drive)",

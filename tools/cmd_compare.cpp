@@ -1,0 +1,141 @@
+// dejaview compare: BRIEF §3 errors of a reconstructed drive against its original, frame by
+// frame (matched by name), and optionally a top-down picture of one frame. The main job
+// (scripts/demo.sh) uses it to judge what the server reconstructed.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "dejaview/base/drive.h"
+#include "dejaview/base/kitti.h"
+#include "dejaview/bench/metrics.h"
+#include "dejaview/sim/world.h"
+
+namespace dv::cli {
+namespace {
+
+// Top-down views of the original and the reconstruction side by side, drawn by gnuplot.
+Status WriteTopDownPng(const PointCloud& original, const PointCloud& recon,
+                       const std::string& png) {
+  const std::string dat = png + ".dat";
+  std::ofstream out(dat);
+  for (const auto* c : {&original, &recon}) {
+    for (const auto& p : c->xyz) {
+      if (std::abs(p.x()) < 50 && std::abs(p.y()) < 50) out << p.x() << ' ' << p.y() << '\n';
+    }
+    out << "\n\n";
+  }
+  out.close();
+  const std::string script =
+      "set terminal pngcairo size 2000,1000; set output '" + png +
+      "'; set multiplot layout 1,2; set size ratio -1; set xrange [-50:50]; set yrange [-50:50];"
+      " unset key; set title 'original, top-down (100 m x 100 m)'; plot '" +
+      dat +
+      "' index 0 w dots lc rgb '#333333'; set title 'reconstruction (dejaview decode)'; plot '" +
+      dat + "' index 1 w dots lc rgb '#d62728'; unset multiplot";
+  const std::string cmd = "gnuplot -e \"" + script + "\" 2>/dev/null";
+  const int rc = std::system(cmd.c_str());
+  std::filesystem::remove(dat);
+  if (rc != 0) return Status::Unavailable("gnuplot failed or is not installed; no " + png);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunCompare(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, {"png"}, {"json", "help"});
+  if (!args.ok()) return Fail("compare", args.status());
+  if (args->Has("help") || args->positional().size() != 2) {
+    std::printf(
+        "usage: dejaview compare ORIGINAL_DRIVE RECONSTRUCTED_DRIVE [--png FILE] [--json]\n"
+        "frames are matched by name; BRIEF §3 errors (CD, one-way mean/max, Hausdorff)\n");
+    return args->Has("help") ? kOk : kUsage;
+  }
+  auto orig = OpenDrive(args->positional()[0]);
+  if (!orig.ok()) return Fail("compare", orig.status());
+  auto recon = OpenDrive(args->positional()[1]);
+  if (!recon.ok()) return Fail("compare", recon.status());
+  std::map<std::string, std::string> recon_by_name;
+  for (size_t i = 0; i < recon->size(); ++i)
+    recon_by_name[recon->frame_names[i]] = recon->frame_paths[i];
+
+  std::vector<bench::FrameError> errors;
+  size_t points = 0, decoded = 0, non_finite = 0, dynamic_points = 0;
+  double dynamic_max_m = 0;
+  std::string png_done;
+  // Simulated drives (they carry poses_prior.txt) label with the simulator's own classes
+  // (docs/simulator.md); real drives with SemanticKITTI's.
+  const bool simulated = !orig->poses_prior.empty();
+  for (size_t i = 0; i < orig->size(); ++i) {
+    auto it = recon_by_name.find(orig->frame_names[i]);
+    if (it == recon_by_name.end()) continue;
+    auto p = ReadPointCloudFile(orig->frame_paths[i]);
+    if (!p.ok()) return Fail("compare", p.status());
+    auto q = ReadPointCloudFile(it->second);
+    if (!q.ok()) return Fail("compare", q.status());
+    std::vector<uint32_t> labels;
+    if (!orig->labels_dir.empty()) {
+      auto l = ReadLabels(orig->LabelPath(i), p->size());
+      if (l.ok()) labels = std::move(l).value();
+    }
+    const auto dist = bench::NearestDistances(p->xyz, q->xyz);
+    for (size_t k = 0; k < labels.size(); ++k) {
+      const uint16_t cls = LabelClass(labels[k]);
+      if (simulated ? cls == sim::kDynamic : IsMovingClass(cls)) {
+        ++dynamic_points;
+        dynamic_max_m = std::max(dynamic_max_m, dist[k]);
+      }
+    }
+    non_finite += RemoveNonFinite(&p.value());
+    errors.push_back(bench::CompareFrames(p->xyz, q->xyz));
+    points += p->size();
+    decoded += q->size();
+    if (args->Has("png") && png_done.empty()) {
+      const Status s = WriteTopDownPng(*p, *q, args->Get("png"));
+      png_done = s.ok() ? args->Get("png") : s.ToString();
+    }
+  }
+  if (errors.empty()) {
+    return Fail("compare", Status::NotFound("no frame names in common between the two drives"));
+  }
+  double hausdorff = 0, pq_max = 0, qp_max = 0, pq_mean = 0, qp_mean = 0;
+  for (const auto& e : errors) {
+    hausdorff = std::max(hausdorff, e.hausdorff_m());
+    pq_max = std::max(pq_max, e.p_to_q.max_m);
+    qp_max = std::max(qp_max, e.q_to_p.max_m);
+    pq_mean += e.p_to_q.mean_m / double(errors.size());
+    qp_mean += e.q_to_p.mean_m / double(errors.size());
+  }
+  nlohmann::json j = {{"frames", errors.size()},
+                      {"original_points", points},
+                      {"decoded_points", decoded},
+                      {"non_finite_removed", non_finite},
+                      {"cd_m", bench::SetChamfer(errors)},
+                      {"p_to_q_mean_m", pq_mean},
+                      {"p_to_q_max_m", pq_max},
+                      {"q_to_p_mean_m", qp_mean},
+                      {"q_to_p_max_m", qp_max},
+                      {"hausdorff_m", hausdorff},
+                      {"dynamic_points", dynamic_points},
+                      {"dynamic_max_m", dynamic_max_m}};
+  if (!png_done.empty()) j["png"] = png_done;
+  if (args->Has("json")) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return kOk;
+  }
+  std::printf(
+      "| frames | original / decoded points | CD m | P->Q mean / max m | Q->P mean / max m "
+      "| Hausdorff m | dynamic points: max error m |\n|---|---|---|---|---|---|---|\n");
+  std::printf("| %zu | %zu / %zu | %.4f | %.4f / %.4f | %.4f / %.4f | %.4f | %zu: %.4f |\n",
+              errors.size(), points, decoded, bench::SetChamfer(errors), pq_mean, pq_max, qp_mean,
+              qp_max, hausdorff, dynamic_points, dynamic_max_m);
+  if (!png_done.empty()) std::printf("picture: %s\n", png_done.c_str());
+  return kOk;
+}
+
+}  // namespace dv::cli
