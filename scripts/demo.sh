@@ -19,16 +19,23 @@ start=$(date +%s)
 if [ -n "${DEMO_DRIVE:-}" ]; then
   echo "== real drive $DEMO_DRIVE: map from the even frames, the odd frames replayed"
   mkdir -p "$OUT/days/map/velodyne" "$OUT/days/live/velodyne"
-  i=0
+  [ -d "$DEMO_DRIVE/labels" ] && mkdir -p "$OUT/days/live/labels"
+  # The live frames are renumbered 000000.. as the replayed sequence numbers, which is how the
+  # server names the frames it reconstructs.
+  i=0; n=0
   while read -r f; do
-    if [ $((i % 2)) -eq 0 ]; then dst=map; else dst=live; fi
-    cp "$f" "$OUT/days/$dst/velodyne/"
+    name=$(basename "$f" .bin)
+    if [ $((i % 2)) -eq 0 ]; then
+      cp "$f" "$OUT/days/map/velodyne/"; dst=map
+    else
+      new=$(printf '%06d' "$n"); n=$((n + 1)); dst=live
+      cp "$f" "$OUT/days/live/velodyne/$new.bin"
+      [ -d "$DEMO_DRIVE/labels" ] && cp "$DEMO_DRIVE/labels/$name.label" "$OUT/days/live/labels/$new.label"
+    fi
     sed -n "$((i + 1))p" "$DEMO_DRIVE/poses.txt" >> "$OUT/days/$dst/poses.txt"
     sed -n "$((i + 1))p" "$DEMO_DRIVE/timestamps.txt" >> "$OUT/days/$dst/timestamps.txt"
     i=$((i + 1))
   done < <(ls "$DEMO_DRIVE"/velodyne/*.bin)
-  [ -d "$DEMO_DRIVE/labels" ] && mkdir -p "$OUT/days/live/labels" && for f in "$OUT"/days/live/velodyne/*.bin; do
-    cp "$DEMO_DRIVE/labels/$(basename "$f" .bin).label" "$OUT/days/live/labels/"; done
   MAP_DRIVES=("$OUT/days/map"); LIVE="$OUT/days/live"; PRIOR=""
 else
   echo "== simulate 3 days of the route"
