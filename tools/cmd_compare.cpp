@@ -83,8 +83,14 @@ int RunCompare(int argc, char** argv) {
       auto l = ReadLabels(orig->LabelPath(i), p->size());
       if (l.ok()) labels = std::move(l).value();
     }
+    // nn(p, Q) once per original point: it gives both the P->Q summary and the dynamic split.
     const auto dist = bench::NearestDistances(p->xyz, q->xyz);
-    for (size_t k = 0; k < labels.size(); ++k) {
+    std::vector<double> finite_dist;
+    finite_dist.reserve(dist.size());
+    for (size_t k = 0; k < dist.size(); ++k) {
+      if (!p->xyz[k].allFinite()) continue;  // removed before measuring (BRIEF §3)
+      finite_dist.push_back(dist[k]);
+      if (k >= labels.size()) continue;
       const uint16_t cls = LabelClass(labels[k]);
       if (simulated ? cls == sim::kDynamic : IsMovingClass(cls)) {
         ++dynamic_points;
@@ -92,7 +98,10 @@ int RunCompare(int argc, char** argv) {
       }
     }
     non_finite += RemoveNonFinite(&p.value());
-    errors.push_back(bench::CompareFrames(p->xyz, q->xyz));
+    bench::FrameError e;
+    e.p_to_q = bench::Summarize(std::move(finite_dist));
+    e.q_to_p = bench::Summarize(bench::NearestDistances(q->xyz, p->xyz));
+    errors.push_back(e);
     points += p->size();
     decoded += q->size();
     if (args->Has("png") && png_done.empty()) {
