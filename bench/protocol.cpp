@@ -48,6 +48,7 @@ StatusOr<BenchFrame> LoadFrame(const Drive& drive, size_t i, const std::string& 
   BenchFrame f;
   f.name = prefix + drive.frame_names[i];
   f.sequence = i;
+  f.simulated = drive.simulated();
   if (!drive.timestamps_s.empty()) f.timestamp_ns = std::llround(drive.timestamps_s[i] * 1e9);
   // RemoveNonFinite cannot keep the labels aligned, so filter both here.
   f.cloud.reserve(raw.size());

@@ -377,7 +377,8 @@ std::string MarkdownTables(const std::vector<SettingResult>& results) {
         << s.map_bytes << " | " << Fmt("%.0f", double(s.peak_rss_kb) / 1024.0) << " |\n";
     }
     if (first.has_labels) {
-      o << "\nDynamic (SemanticKITTI moving classes) vs static original points, nn to the "
+      o << "\nDynamic (SemanticKITTI moving classes; simulated days: class dynamic) vs static "
+           "original points, nn to the "
            "reconstruction (P→Q):\n\n"
         << "| codec | setting | dynamic points | dynamic mean / p99 / max m | static mean / p99 "
            "/ max m |\n|---|---|---|---|---|\n";

@@ -132,7 +132,7 @@ StatusOr<SettingResult> RunSetting(Codec& codec, double knob, const Workload& wo
     if (!f.labels.empty()) {
       r.has_labels = true;
       for (size_t k = 0; k < pq.size(); ++k) {
-        (IsMovingClass(LabelClass(f.labels[k])) ? dyn_all : static_all).push_back(pq[k]);
+        (IsDynamicLabel(f.labels[k], f.simulated) ? dyn_all : static_all).push_back(pq[k]);
       }
     }
     Append(&pq_all, pq);

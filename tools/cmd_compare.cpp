@@ -13,7 +13,6 @@
 #include "dejaview/base/kitti.h"
 #include "dejaview/bench/metrics.h"
 #include "dejaview/bench/report.h"
-#include "dejaview/sim/world.h"
 
 namespace dv::cli {
 
@@ -38,9 +37,6 @@ int RunCompare(int argc, char** argv) {
   size_t points = 0, decoded = 0, non_finite = 0, dynamic_points = 0;
   double dynamic_max_m = 0;
   std::string png_done;
-  // Simulated drives (they carry poses_prior.txt) label with the simulator's own classes
-  // (docs/simulator.md); real drives with SemanticKITTI's.
-  const bool simulated = !orig->poses_prior.empty();
   for (size_t i = 0; i < orig->size(); ++i) {
     auto it = recon_by_name.find(orig->frame_names[i]);
     if (it == recon_by_name.end()) continue;
@@ -61,8 +57,7 @@ int RunCompare(int argc, char** argv) {
       if (!p->xyz[k].allFinite()) continue;  // removed before measuring (BRIEF §3)
       finite_dist.push_back(dist[k]);
       if (k >= labels.size()) continue;
-      const uint16_t cls = LabelClass(labels[k]);
-      if (simulated ? cls == sim::kDynamic : IsMovingClass(cls)) {
+      if (IsDynamicLabel(labels[k], orig->simulated())) {
         ++dynamic_points;
         dynamic_max_m = std::max(dynamic_max_m, dist[k]);
       }

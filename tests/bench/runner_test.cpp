@@ -85,6 +85,30 @@ TEST(RunSetting, RatioCountsEveryByteAndErrorsMatchHandComputation) {
   EXPECT_GT(r->peak_rss_kb, 0);
 }
 
+TEST(RunSetting, SimulatedLabelsSplitByTheSimulatorsDynamicClass) {
+  Workload w;
+  w.name = "line";
+  for (const char* name : {"a", "b"}) {
+    BenchFrame f = LineFrame(name[0] == 'a' ? 8 : 20, name);
+    f.simulated = true;
+    for (size_t i = 0; i < f.labels.size(); ++i) f.labels[i] = i % 4 == 0 ? 1u : 0u;  // dynamic
+    w.frames.push_back(std::move(f));
+  }
+  w.frames[1].labels[1] = 2u | (7u << 16);  // "changed" with an object id is static here
+  ShiftCodec codec;
+  auto r = RunSetting(codec, 1, w, {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->dynamic_p_to_q.points, 7u);
+  EXPECT_EQ(r->static_p_to_q.points, 21u);
+  EXPECT_NEAR(r->dynamic_p_to_q.max_m, 0.3, 1e-6);
+  EXPECT_NEAR(r->static_p_to_q.max_m, 0.1, 1e-6);
+  // The same labels read as SemanticKITTI classes hold no moving point.
+  for (auto& f : w.frames) f.simulated = false;
+  r = RunSetting(codec, 1, w, {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->dynamic_p_to_q.points, 0u);
+}
+
 TEST(RunSetting, RealFrameLosslessPeerCountsItsHeader) {
   auto w = PseudoRevisit(test::KittiSeq("00"), 2, 1, PoseNoise{});
   ASSERT_TRUE(w.ok()) << w.status().ToString();

@@ -27,6 +27,8 @@ struct Drive {
   std::string labels_dir;                // empty when the drive has no labels
 
   size_t size() const { return frame_paths.size(); }
+  // Only the simulator writes a localisation prior; its labels use its own classes (kitti.h).
+  bool simulated() const { return !poses_prior.empty(); }
   std::string LabelPath(size_t i) const { return labels_dir + "/" + frame_names[i] + ".label"; }
 };
 

@@ -37,5 +37,11 @@ inline uint16_t LabelClass(uint32_t label) { return uint16_t(label & 0xffff); }
 inline uint16_t LabelInstance(uint32_t label) { return uint16_t(label >> 16); }
 // SemanticKITTI's moving classes (252-259: moving car, bicyclist, person, ...).
 inline bool IsMovingClass(uint16_t cls) { return cls >= 252 && cls <= 259; }
+// The simulator labels with its own classes (docs/simulator.md: 0 static, 1 dynamic, 2 changed)
+// and marks its drives by writing poses_prior.txt (Drive::simulated()).
+constexpr uint16_t kSimulatorDynamicClass = 1;
+inline bool IsDynamicLabel(uint32_t label, bool simulated) {
+  return simulated ? LabelClass(label) == kSimulatorDynamicClass : IsMovingClass(LabelClass(label));
+}
 
 }  // namespace dv

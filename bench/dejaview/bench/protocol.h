@@ -36,7 +36,8 @@ struct BenchFrame {
   std::string name;              // "00/000001"
   PointCloud cloud;              // sensor frame, finite points only
   size_t non_finite = 0;         // points removed before measuring (BRIEF §3)
-  std::vector<uint32_t> labels;  // empty, or one SemanticKITTI label per point of cloud
+  std::vector<uint32_t> labels;  // empty, or one label per point of cloud
+  bool simulated = false;        // labels use the simulator's classes, not SemanticKITTI's
   Pose T_world_sensor_prior;
   uint64_t sequence = 0;
   int64_t timestamp_ns = 0;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dejaview/base/kitti.h"
 #include "dejaview/base/pose.h"
 
 namespace dv::sim {
@@ -31,6 +32,7 @@ float Reflectivity(Material m);
 bool RetroReflective(Material m);
 
 enum LabelClass : uint16_t { kStatic = 0, kDynamic = 1, kChanged = 2 };
+static_assert(kDynamic == kSimulatorDynamicClass, "base/kitti.h reads simulated labels");
 
 struct Primitive {
   enum class Kind : uint8_t { kBox, kCylinder, kEllipsoid };
