@@ -23,6 +23,11 @@ FrameRecord Frame(const std::string& vehicle, uint32_t sensor, uint64_t seq) {
   r.sensor_id = sensor;
   r.sequence = seq;
   r.timestamp_ns = int64_t(seq) * 100000000 + sensor;  // 10 Hz
+  r.drive = "d" + std::to_string(seq / 5);
+  r.map_version = seq % 3 ? "0123456789abcdef" : "";
+  r.T_map_sensor.translation() = Eigen::Vector3d(double(seq) / 3, -0.1 * double(sensor), 1e-9);
+  r.T_map_sensor.linear() = Eigen::AngleAxisd(0.1 * double(seq), Eigen::Vector3d::UnitZ()).matrix();
+  r.bytes = 1000 + seq;
   const std::string bytes = vehicle + "/" + std::to_string(sensor) + "/" + std::to_string(seq);
   r.object = ComputeId(bytes.data(), bytes.size());
   return r;
@@ -42,7 +47,11 @@ void CheckContract(FrameIndex* index) {
   EXPECT_FALSE(*again);
   EXPECT_EQ(*index->Count(), 21u);
   // Frames 2..4 of car-1 (timestamps in [0.2 s, 0.5 s)), in time order.
-  auto rows = index->Query("car-1", 200000000, 500000000);
+  FrameQuery q;
+  q.vehicle = "car-1";
+  q.from_ns = 200000000;
+  q.to_ns = 500000000;
+  auto rows = index->Query(q);
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 6u);
   for (size_t i = 0; i < rows->size(); ++i) {
@@ -51,8 +60,31 @@ void CheckContract(FrameIndex* index) {
     EXPECT_EQ((*rows)[i].sensor_id, want.sensor_id);
     EXPECT_EQ((*rows)[i].timestamp_ns, want.timestamp_ns);
     EXPECT_EQ((*rows)[i].object, want.object);
+    EXPECT_EQ((*rows)[i].drive, want.drive);
+    EXPECT_EQ((*rows)[i].map_version, want.map_version);
+    EXPECT_EQ((*rows)[i].bytes, want.bytes);
+    EXPECT_EQ((*rows)[i].T_map_sensor.translation(), want.T_map_sensor.translation());
+    EXPECT_TRUE((*rows)[i].T_map_sensor.linear().isApprox(want.T_map_sensor.linear(), 1e-12));
   }
-  auto none = index->Query("car-3", 0, INT64_MAX);
+  // A batch is one transaction that reports each record: new, resent, new.
+  auto batch = index->Insert(
+      std::vector<FrameRecord>{Frame("car-2", 0, 4), Frame("car-2", 0, 3), Frame("car-2", 1, 4)});
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(*batch, (std::vector<bool>{true, false, true}));
+  EXPECT_TRUE(*index->Has("car-2", 1, 4));
+  EXPECT_FALSE(*index->Has("car-2", 1, 5));
+  // Near a point: x = seq / 3 within 0.5 m of (2, 0, 0) -> sequences 5..7, sensor 0 and 1
+  // (y = -0.1 for sensor 1 keeps it inside), over every vehicle and time.
+  q = FrameQuery{};
+  q.near = Eigen::Vector3d(2, 0, 0);
+  q.radius_m = 0.5;
+  rows = index->Query(q);
+  ASSERT_TRUE(rows.ok());
+  std::vector<uint64_t> seqs;
+  for (const auto& r : *rows) seqs.push_back(r.sequence);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{5, 5, 6, 6, 7, 7}));
+  q.vehicle = "car-3";
+  auto none = index->Query(q);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }
@@ -97,10 +129,9 @@ TEST(FrameIndex, TwoWritersOnOnePostgresAndOneBucketStoreEachFrameOnce) {
     for (int i = 0; i < kFrames; ++i) order[size_t(i)] = i;
     std::shuffle(order.begin(), order.end(), std::mt19937(uint32_t(w + 1)));
     StoreConfig config;
-    config.disk_dir = dir + "/server" + std::to_string(w);
-    config.remote_enabled = true;
-    config.s3 = (*s3)->config();
-    config.coalesce_ms = 5;
+    config.disk.dir = dir + "/server" + std::to_string(w);
+    static_cast<S3Config&>(config.remote) = (*s3)->config();
+    config.copier.coalesce_ms = 5;
     auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
     auto store = Store::Open(config);
     if (!index.ok() || !store.ok()) ::_exit(2);
@@ -147,7 +178,7 @@ TEST(FrameIndex, TwoWritersOnOnePostgresAndOneBucketStoreEachFrameOnce) {
     for (const PackEntry& e : *entries) uploads[e.id]++;
   }
   EXPECT_EQ(uploads.size(), size_t(kFrames));
-  auto frames = (*index)->Query("car-1", 0, INT64_MAX);
+  auto frames = (*index)->Query(FrameQuery{});
   ASSERT_TRUE(frames.ok());
   ASSERT_EQ(frames->size(), size_t(kFrames));
   for (const FrameRecord& r : *frames) EXPECT_EQ(uploads[r.object], 1) << "frame " << r.sequence;
