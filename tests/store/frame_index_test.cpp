@@ -1,17 +1,9 @@
-// The frame index contract on both back ends (SQLite file, real PostgreSQL server), and two
-// writer processes on one PostgreSQL and one object store storing every frame exactly once.
+// The frame index contract on both back ends (SQLite file, real PostgreSQL server). Two server
+// processes on one PostgreSQL and one bucket: tests/server/tiered_server_test.cpp.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <map>
-#include <random>
 
 #include "dejaview/store/frame_index.h"
-#include "dejaview/store/store.h"
 #include "postgres_process.h"
-#include "s3rver_process.h"
 #include "testutil.h"
 
 namespace dv::store {
@@ -105,83 +97,6 @@ TEST(FrameIndex, PostgresContract) {
   CheckContract(index->get());
   const auto refused = OpenFrameIndex("postgresql:host=/nonexistent port=1 user=x");
   EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
-}
-
-// Two ingest processes receive the same 200 frames (in different orders, as resends would) and
-// store a frame's bytes only when the shared index says it is new: each frame is indexed once,
-// and the shared bucket holds each object once.
-TEST(FrameIndex, TwoWritersOnOnePostgresAndOneBucketStoreEachFrameOnce) {
-  const std::string dir = test::ScratchDir();
-  auto pg = PostgresProcess::Start(dir + "/pg");
-  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
-  auto s3 = S3rverProcess::Start(dir + "/s3", "fleet");
-  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
-  constexpr int kFrames = 200;
-  int results[2];
-  ASSERT_EQ(::pipe(results), 0);
-  pid_t writers[2];
-  for (int w = 0; w < 2; ++w) {
-    writers[w] = ::fork();
-    ASSERT_GE(writers[w], 0);
-    if (writers[w] != 0) continue;
-    ::close(results[0]);
-    std::vector<int> order(kFrames);
-    for (int i = 0; i < kFrames; ++i) order[size_t(i)] = i;
-    std::shuffle(order.begin(), order.end(), std::mt19937(uint32_t(w + 1)));
-    StoreConfig config;
-    config.disk.dir = dir + "/server" + std::to_string(w);
-    static_cast<S3Config&>(config.remote) = (*s3)->config();
-    config.copier.coalesce_ms = 5;
-    auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
-    auto store = Store::Open(config);
-    if (!index.ok() || !store.ok()) ::_exit(2);
-    int32_t stored = 0;
-    for (const int i : order) {
-      const std::string bytes = "frame payload " + std::to_string(i);
-      FrameRecord r = Frame("car-1", 0, uint64_t(i));
-      r.object = ComputeId(bytes.data(), bytes.size());
-      auto fresh = (*index)->Insert(r);
-      if (!fresh.ok()) ::_exit(3);
-      if (!*fresh) continue;
-      if (!(*store)->Put(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok()) {
-        ::_exit(4);
-      }
-      stored++;
-    }
-    if (!(*store)->Flush(30000).ok()) ::_exit(5);
-    if (::write(results[1], &stored, sizeof stored) != sizeof stored) ::_exit(6);
-    ::_exit(0);
-  }
-  ::close(results[1]);
-  int32_t total = 0;
-  for (int w = 0; w < 2; ++w) {
-    int status = 0;
-    ::waitpid(writers[w], &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer " << w << ": " << status;
-    int32_t stored = 0;
-    ASSERT_EQ(::read(results[0], &stored, sizeof stored), ssize_t(sizeof stored));
-    total += stored;
-  }
-  ::close(results[0]);
-  EXPECT_EQ(total, kFrames);
-  auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
-  ASSERT_TRUE(index.ok());
-  EXPECT_EQ(*(*index)->Count(), uint64_t(kFrames));
-  auto remote = RemoteTier::Open((*s3)->config(), "");
-  ASSERT_TRUE(remote.ok());
-  std::map<ObjectId, int> uploads;
-  auto keys = (*remote)->client().ListKeys("packs/");
-  ASSERT_TRUE(keys.ok());
-  for (const std::string& key : *keys) {
-    auto entries = (*remote)->ReadPackIndex(key);
-    ASSERT_TRUE(entries.ok());
-    for (const PackEntry& e : *entries) uploads[e.id]++;
-  }
-  EXPECT_EQ(uploads.size(), size_t(kFrames));
-  auto frames = (*index)->Query(FrameQuery{});
-  ASSERT_TRUE(frames.ok());
-  ASSERT_EQ(frames->size(), size_t(kFrames));
-  for (const FrameRecord& r : *frames) EXPECT_EQ(uploads[r.object], 1) << "frame " << r.sequence;
 }
 
 }  // namespace

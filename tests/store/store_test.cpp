@@ -40,17 +40,9 @@ StoreConfig Config(const std::string& dir, const S3rverProcess* s3) {
 
 // Every pack's members, read straight from the bucket: how many times each id was uploaded.
 std::map<ObjectId, int> AuditBucket(const S3rverProcess& s3, const std::string& prefix) {
-  auto tier = RemoteTier::Open(s3.config(), prefix);
-  EXPECT_TRUE(tier.ok()) << tier.status().ToString();
-  std::map<ObjectId, int> count;
-  auto keys = (*tier)->client().ListKeys(prefix + "packs/");
-  EXPECT_TRUE(keys.ok());
-  for (const std::string& key : *keys) {
-    auto entries = (*tier)->ReadPackIndex(key);
-    EXPECT_TRUE(entries.ok()) << entries.status().ToString();
-    for (const PackEntry& e : *entries) count[e.id]++;
-  }
-  return count;
+  auto count = AuditPacks(s3.config(), prefix);
+  EXPECT_TRUE(count.ok()) << count.status().ToString();
+  return count.ok() ? *count : std::map<ObjectId, int>{};
 }
 
 // dir: the test's scratch directory (ScratchDir empties it, so each test calls it once).

@@ -3,9 +3,11 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <tuple>
 
 namespace dv::store {
 namespace {
@@ -178,15 +180,24 @@ class SqlFrameIndex : public FrameIndex {
 
   StatusOr<std::vector<bool>> Insert(const std::vector<FrameRecord>& records) override {
     std::lock_guard<std::mutex> lock(mu_);
+    // Rows are inserted in key order: two servers committing overlapping batches then take
+    // the key locks in the same order and wait for each other instead of deadlocking.
+    std::vector<size_t> order(records.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const FrameRecord &x = records[a], &y = records[b];
+      return std::tie(x.vehicle, x.sensor_id, x.sequence) <
+             std::tie(y.vehicle, y.sensor_id, y.sequence);
+    });
     DV_RETURN_IF_ERROR(sql_->Run(sql_->begin(), {}).status());
-    std::vector<bool> fresh;
-    for (const FrameRecord& r : records) {
-      auto rows = sql_->Run(kInsert, ToParams(r));
+    std::vector<bool> fresh(records.size());
+    for (const size_t i : order) {
+      auto rows = sql_->Run(kInsert, ToParams(records[i]));
       if (!rows.ok()) {
         (void)sql_->Run("ROLLBACK", {});
         return rows.status();
       }
-      fresh.push_back(rows->size() == 1);
+      fresh[i] = rows->size() == 1;
     }
     DV_RETURN_IF_ERROR(sql_->Run("COMMIT", {}).status());
     return fresh;
