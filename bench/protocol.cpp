@@ -162,7 +162,8 @@ StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, int coded
   for (size_t i = 0; i < drive.size() && (max_frames == 0 || idx.size() < max_frames); ++i) {
     idx.push_back(i);
   }
-  w.name = BaseName(coded_dir) + " (map: days 1-" + std::to_string(k) + ")";
+  w.name = BaseName(coded_dir) + " (map: " + BaseName(days.front()) +
+           (k > 1 ? ".." + BaseName(days[size_t(k - 1)]) : std::string()) + ")";
   DV_RETURN_IF_ERROR(LoadCoded(drive, idx, BaseName(coded_dir) + "/", noise, &w.frames));
   return w;
 }

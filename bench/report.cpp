@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -271,6 +272,58 @@ std::string TargetsTable(const std::vector<SettingResult>& settings) {
 }
 
 }  // namespace
+
+// Every frame drawn with the same axes and colour scales, so that a simulated frame can be judged
+// next to a real one: top-down coloured by height, and the sensor's own view (azimuth x
+// elevation) coloured by range and by intensity, which shows the beam pattern and dropouts.
+Status RenderFramesPng(const std::vector<RenderedFrame>& frames, const std::string& png) {
+  if (frames.empty()) return Status::InvalidArgument("render: no frame to draw");
+  if (png.find('\'') != std::string::npos) {
+    return Status::InvalidArgument(png + ": path contains a quote");
+  }
+  if (!HaveGnuplot()) return Status::Unavailable("gnuplot is not installed; no " + png);
+  constexpr double kDeg = 180.0 / 3.14159265358979323846;
+  std::ostringstream dat, gp;
+  for (const RenderedFrame& f : frames) {
+    for (size_t i = 0; i < f.cloud->size(); ++i) {
+      const Eigen::Vector3f& p = f.cloud->xyz[i];
+      const double range = p.norm();
+      if (!p.allFinite() || range < 1e-3) continue;
+      dat << p.x() << ' ' << p.y() << ' ' << p.z() << ' ' << std::atan2(p.y(), p.x()) * kDeg << ' '
+          << std::asin(p.z() / range) * kDeg << ' ' << range << ' ' << f.cloud->intensity[i]
+          << '\n';
+    }
+    dat << "\n\n";  // one gnuplot data block per frame
+  }
+  const std::string base = png + ".render";
+  DV_RETURN_IF_ERROR(WriteFileAtomic(base + ".dat", dat.str()));
+  gp << "set terminal pngcairo noenhanced size 2400," << 560 * frames.size() << " font 'sans,11'\n"
+     << "set output '" << png << "'\nset multiplot layout " << frames.size() << ",3\n"
+     << "set palette rgb 33,13,10\nunset key\n";
+  for (size_t k = 0; k < frames.size(); ++k) {
+    const std::string d = "'" + base + ".dat' index " + std::to_string(k);
+    const std::string name =
+        frames[k].title + " (" + std::to_string(frames[k].cloud->size()) + " points)";
+    gp << "set size ratio -1\nset xrange [-40:40]\nset yrange [-40:40]\n"
+       << "set xlabel 'x (m)'\nset ylabel 'y (m)'\nset cbrange [-3:3]\nset cblabel 'z (m)'\n"
+       << "set title '" << name << ": top-down, by height'\n"
+       << "plot " << d << " using 1:2:3 with dots palette\n"
+       << "set size noratio\nset xrange [-180:180]\nset yrange [-26:4]\n"
+       << "set xlabel 'azimuth (deg)'\nset ylabel 'elevation (deg)'\nset cbrange [0:60]\n"
+       << "set cblabel 'range (m)'\nset title '" << name << ": sensor view, by range'\n"
+       << "plot " << d << " using 4:5:6 with dots palette\n"
+       << "set cbrange [0:1]\nset cblabel 'intensity'\n"
+       << "set title '" << name << ": sensor view, by intensity'\n"
+       << "plot " << d << " using 4:5:7 with dots palette\n";
+  }
+  gp << "unset multiplot\n";
+  DV_RETURN_IF_ERROR(WriteFileAtomic(base + ".gp", gp.str()));
+  std::vector<std::string> notes;
+  const Status s = RunGnuplot(base + ".gp", png, &notes);
+  std::filesystem::remove(base + ".dat");
+  std::filesystem::remove(base + ".gp");
+  return s;
+}
 
 std::optional<double> RatioAtCd(std::vector<std::pair<double, double>> curve, double cd_m) {
   std::optional<double> exact;

@@ -78,7 +78,11 @@ Scan ScanFrame(const World& world, const Pose& T_world_sensor,
       const double p_drop = model.dropout + 0.1 * r_frac * r_frac + (cos_inc < 0.05 ? 0.5 : 0.0);
       if (u_drop < p_drop) continue;
       const double range = hit.range_m + model.range_noise_m * n_range;
-      const double lambert = RetroReflective(hit.material) ? 0.8 + 0.2 * cos_inc : cos_inc;
+      // Rough surfaces (asphalt, concrete, foliage) return far more at grazing incidence than a
+      // Lambertian cosine predicts; half diffuse-constant, half cosine matches the near-ground
+      // reflectance of KITTI's HDL-64E (median about 0.3 at 5-15 m, docs/simulator.md).
+      const double lambert =
+          RetroReflective(hit.material) ? 0.8 + 0.2 * cos_inc : 0.5 + 0.5 * cos_inc;
       const float intensity = float(std::clamp(
           Reflectivity(hit.material) * lambert + model.intensity_noise * n_int, 0.0, 1.0));
       scan.cloud.push_back((d_sensor * range).cast<float>(), intensity);

@@ -58,25 +58,25 @@ struct Frame2 {
 float Reflectivity(Material m) {
   switch (m) {
     case Material::kAsphalt:
-      return 0.10f;
+      return 0.40f;
     case Material::kMarking:
-      return 0.65f;
+      return 0.80f;
     case Material::kConcrete:
-      return 0.25f;
+      return 0.50f;
     case Material::kFacade:
-      return 0.30f;
-    case Material::kMetal:
       return 0.45f;
+    case Material::kMetal:
+      return 0.50f;
     case Material::kSign:
       return 0.95f;
     case Material::kBark:
-      return 0.20f;
-    case Material::kLeaves:
       return 0.35f;
+    case Material::kLeaves:
+      return 0.45f;
     case Material::kCarPaint:
       return 0.50f;
     case Material::kSkin:
-      return 0.30f;
+      return 0.40f;
     case Material::kBarrier:
       return 0.85f;
   }

@@ -1,11 +1,9 @@
 // dejaview compare: BRIEF §3 errors of a reconstructed drive against its original, frame by
-// frame (matched by name), and optionally a top-down picture of one frame. The main job
+// frame (matched by name), and optionally a picture of the first matched frame. The main job
 // (scripts/demo.sh) uses it to judge what the server reconstructed.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -14,38 +12,10 @@
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/bench/metrics.h"
+#include "dejaview/bench/report.h"
 #include "dejaview/sim/world.h"
 
 namespace dv::cli {
-namespace {
-
-// Top-down views of the original and the reconstruction side by side, drawn by gnuplot.
-Status WriteTopDownPng(const PointCloud& original, const PointCloud& recon,
-                       const std::string& png) {
-  const std::string dat = png + ".dat";
-  std::ofstream out(dat);
-  for (const auto* c : {&original, &recon}) {
-    for (const auto& p : c->xyz) {
-      if (std::abs(p.x()) < 50 && std::abs(p.y()) < 50) out << p.x() << ' ' << p.y() << '\n';
-    }
-    out << "\n\n";
-  }
-  out.close();
-  const std::string script =
-      "set terminal pngcairo size 2000,1000; set output '" + png +
-      "'; set multiplot layout 1,2; set size ratio -1; set xrange [-50:50]; set yrange [-50:50];"
-      " unset key; set title 'original, top-down (100 m x 100 m)'; plot '" +
-      dat +
-      "' index 0 w dots lc rgb '#333333'; set title 'reconstruction (dejaview decode)'; plot '" +
-      dat + "' index 1 w dots lc rgb '#d62728'; unset multiplot";
-  const std::string cmd = "gnuplot -e \"" + script + "\" 2>/dev/null";
-  const int rc = std::system(cmd.c_str());
-  std::filesystem::remove(dat);
-  if (rc != 0) return Status::Unavailable("gnuplot failed or is not installed; no " + png);
-  return Status::Ok();
-}
-
-}  // namespace
 
 int RunCompare(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, {"png"}, {"json", "help"});
@@ -105,7 +75,10 @@ int RunCompare(int argc, char** argv) {
     points += p->size();
     decoded += q->size();
     if (args->Has("png") && png_done.empty()) {
-      const Status s = WriteTopDownPng(*p, *q, args->Get("png"));
+      const Status s =
+          bench::RenderFramesPng({{"original " + orig->frame_names[i], &p.value()},
+                                  {"reconstruction " + orig->frame_names[i], &q.value()}},
+                                 args->Get("png"));
       png_done = s.ok() ? args->Get("png") : s.ToString();
     }
   }

@@ -17,5 +17,6 @@ int RunKeygen(int argc, char** argv);
 int RunSimulate(int argc, char** argv);
 int RunReplay(int argc, char** argv);
 int RunRecord(int argc, char** argv);
+int RunRender(int argc, char** argv);
 
 }  // namespace dv::cli

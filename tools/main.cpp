@@ -32,6 +32,7 @@ constexpr Command kCommands[] = {
     {"simulate", "generate simulated multi-day drives of one route", dv::cli::RunSimulate},
     {"replay", "publish a drive's frames and poses over ZeroMQ", dv::cli::RunReplay},
     {"record", "subscribe to frames and poses and write a drive", dv::cli::RunRecord},
+    {"render", "draw frames side by side (top-down, sensor view) into a PNG", dv::cli::RunRender},
 };
 
 void PrintHelp() {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "testutil.h"
@@ -42,6 +45,43 @@ TEST(CliCompare, NoCommonFramesIsAnError) {
   std::string out;
   EXPECT_EQ(test::RunCli("compare " + test::KittiSeq("07") + " " + dir + "/a", &out), 1);
   EXPECT_NE(out.find("no frame names in common"), std::string::npos) << out;
+}
+
+// PNG header: 8-byte signature, then the IHDR chunk whose first fields are big-endian width and
+// height.
+uint32_t BigEndian32(const std::vector<uint8_t>& b, size_t at) {
+  return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 | b[at + 3];
+}
+
+TEST(CliRender, OneRowOfThreePanelsPerFrame) {
+  const std::string dir = test::ScratchDir();
+  const std::string frame = test::KittiSeq("07") + "/velodyne/000000.bin";
+  std::string out;
+  ASSERT_EQ(test::RunCli("render " + frame + " " + test::FixturePath("kitti_tiny.bin") +
+                             " --title real --out " + dir + "/two.png",
+                         &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("(2 frames)"), std::string::npos) << out;
+  auto png = ReadFileBytes(dir + "/two.png", 64 << 20);
+  ASSERT_TRUE(png.ok()) << png.status().ToString();
+  ASSERT_GT(png->size(), 24u);
+  const std::vector<uint8_t> signature = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  EXPECT_TRUE(std::equal(signature.begin(), signature.end(), png->begin()));
+  EXPECT_EQ(BigEndian32(*png, 16), 2400u);
+  EXPECT_EQ(BigEndian32(*png, 20), 2u * 560u);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/two.png.render.dat"));  // temporaries removed
+}
+
+TEST(CliRender, ABadFrameIsNamed) {
+  const std::string dir = test::ScratchDir();
+  ASSERT_TRUE(WriteFileAtomic(dir + "/bad.bin", std::string(17, 'x')).ok());
+  std::string out;
+  EXPECT_EQ(test::RunCli("render " + dir + "/bad.bin --out " + dir + "/x.png", &out),
+            3);  // bad input
+  EXPECT_NE(out.find(dir + "/bad.bin"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.png"));
+  EXPECT_EQ(test::RunCli("render " + dir + "/bad.bin", &out), 2);  // no --out: usage
 }
 
 }  // namespace

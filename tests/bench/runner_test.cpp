@@ -236,7 +236,8 @@ TEST(Protocol, MultiDayMapsEarlierDaysAndCodesTheNext) {
   ASSERT_TRUE(aged.ok()) << aged.status().ToString();
   EXPECT_EQ(aged->map_drives.size(), 1u);
   EXPECT_EQ(aged->frames[0].name, "day_03/000000");
-  EXPECT_EQ(aged->name, "day_03 (map: days 1-1)");
+  EXPECT_EQ(aged->name, "day_03 (map: day_01)");
+  EXPECT_EQ(MultiDay(dir, 2, 0, 1, PoseNoise{})->name, "day_03 (map: day_01..day_02)");
   EXPECT_EQ(CountDays(dir).value(), 3);
   EXPECT_EQ(MultiDay(dir, 3, 0, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(MultiDay(dir, 2, 2, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);

@@ -35,4 +35,12 @@ Status WriteOutputs(const std::vector<SettingResult>& results,
                     const std::map<std::string, PictureSample>& pictures,
                     const std::string& out_dir, std::vector<std::string>* notes);
 
+// One row per frame, three panels each (top-down by height; azimuth x elevation by range and by
+// intensity), every row on the same axes and colour scales; drawn by gnuplot into png.
+struct RenderedFrame {
+  std::string title;
+  const PointCloud* cloud;
+};
+Status RenderFramesPng(const std::vector<RenderedFrame>& frames, const std::string& png);
+
 }  // namespace dv::bench
