@@ -2,11 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
 #include <tuple>
 #include <zmq.hpp>
 
-#include "dejaview/transport/spool_log.h"
+#include "dejaview/server/storage.h"
 
 namespace dv::server {
 
@@ -51,37 +50,6 @@ void AnswerZap(zmq::socket_t* zap, const std::set<std::string>& allowed) {
 }
 
 }  // namespace
-
-Status Ingest::Recover() {
-  DV_ASSIGN_OR_RETURN(const std::vector<std::string> files, store_->Files());
-  for (const std::string& file : files) {
-    DV_ASSIGN_OR_RETURN(const uint64_t start, index_->IndexedEnd(file));
-    DV_ASSIGN_OR_RETURN(transport::LogReader reader,
-                        transport::LogReader::Open(store_->root() + "/" + file, start));
-    std::vector<FrameRow> rows;
-    std::vector<uint8_t> body;
-    uint64_t offset = 0;
-    for (;;) {
-      DV_ASSIGN_OR_RETURN(const bool more, reader.Next(&body, &offset));
-      if (!more) break;
-      auto rec = transport::DecodeRecord(body.data(), body.size());
-      if (!rec.ok()) continue;
-      rows.push_back({rec->meta, rec->payload.size(), file, offset});
-    }
-    const uint64_t end = reader.end_of_last_record();
-    std::error_code ec;
-    const uint64_t size = std::filesystem::file_size(store_->root() + "/" + file, ec);
-    if (!ec && size > end) {
-      DV_RETURN_IF_ERROR(store_->Truncate(file, end));
-      stats_.recovered_torn_bytes += size - end;
-    }
-    if (end != start || !rows.empty()) {
-      DV_RETURN_IF_ERROR(index_->Insert(rows, {{file, end}}));
-      stats_.recovered_records += rows.size();
-    }
-  }
-  return Status::Ok();
-}
 
 Message Ingest::Handle(const std::string& peer, const uint8_t* data, size_t size) {
   stats_.bytes_received += size;
@@ -138,7 +106,7 @@ Message Ingest::HandleData(const std::string& peer, Message msg) {
     }
   }
   std::set<std::tuple<std::string, uint32_t, uint64_t>> seen;
-  std::vector<FrameRow> rows;
+  std::vector<store::FrameRecord> rows;
   uint32_t dups = 0;
   auto storage_failure = [&](const Status& s) {
     ++stats_.batches_nacked;
@@ -147,43 +115,67 @@ Message Ingest::HandleData(const std::string& peer, Message msg) {
   };
   for (const auto& rec : msg.records) {
     const auto key = std::make_tuple(rec.meta.vehicle, rec.meta.sensor_id, rec.meta.sequence);
-    auto has = index_->Has(rec.meta.vehicle, rec.meta.sensor_id, rec.meta.sequence);
-    if (!has.ok()) return storage_failure(has.status());
-    if (*has || !seen.insert(key).second) {
+    if (!seen.insert(key).second) {
       ++dups;
       continue;
     }
-    auto where = store_->Append(rec);
-    if (!where.ok()) return storage_failure(where.status());
-    rows.push_back({rec.meta, rec.payload.size(), where->first, where->second});
+    auto has = index_->Has(rec.meta.vehicle, rec.meta.sensor_id, rec.meta.sequence);
+    if (!has.ok()) return storage_failure(has.status());
+    if (*has) {
+      ++dups;
+      continue;
+    }
+    // Durable (fsync'd) before the index refers to it; its copy waits for the commit.
+    const std::vector<uint8_t> body = transport::EncodeRecord(rec);
+    auto id = store_->Put(body.data(), body.size(), /*hold_copy=*/true);
+    if (!id.ok()) return storage_failure(id.status());
+    store::FrameRecord row;
+    row.vehicle = rec.meta.vehicle;
+    row.drive = rec.meta.drive;
+    row.sensor_id = rec.meta.sensor_id;
+    row.sequence = rec.meta.sequence;
+    row.timestamp_ns = rec.meta.timestamp_ns;
+    row.map_version = rec.meta.map_version;
+    row.T_map_sensor = rec.meta.T_map_sensor;
+    row.bytes = rec.payload.size();
+    row.object = *id;
+    rows.push_back(std::move(row));
   }
-  auto ends = store_->SyncTouched();
-  if (!ends.ok()) return storage_failure(ends.status());
-  if (!rows.empty() || !ends->empty()) {
-    const Status s = index_->Insert(rows, *ends);
-    if (!s.ok()) return storage_failure(s);
+  auto fresh = index_->Insert(rows);
+  if (!fresh.ok()) return storage_failure(fresh.status());
+  // A frame another server indexed between our look-up and our commit is its to copy.
+  std::vector<store::ObjectId> committed;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if ((*fresh)[i]) {
+      committed.push_back(rows[i].object);
+      continue;
+    }
+    ++dups;
+    const Status st = store_->Discard(rows[i].object);
+    if (!st.ok()) spdlog::warn("ingest: {}", st.ToString());
   }
-  stats_.records_stored += rows.size();
+  store_->ReleaseCopies(committed);
+  stats_.records_stored += committed.size();
   stats_.records_duplicate += dups;
   ++stats_.batches_acked;
   Message ack;
   ack.type = MessageType::kAck;
   ack.batch_id = msg.batch_id;
-  ack.stored = uint32_t(rows.size());
+  ack.stored = uint32_t(committed.size());
   ack.duplicates = dups;
   return ack;
 }
 
 Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
                  const std::function<void(const std::string&)>& on_listening) {
-  DV_ASSIGN_OR_RETURN(std::unique_ptr<DeltaStore> store, DeltaStore::Open(options.store_dir));
-  const std::string index_path =
-      options.index_path.empty() ? options.store_dir + "/index.sqlite" : options.index_path;
-  DV_ASSIGN_OR_RETURN(std::unique_ptr<FrameIndex> index, FrameIndex::Open(index_path));
-  Ingest ingest(store.get(), index.get());
-  DV_RETURN_IF_ERROR(ingest.Recover());
-  spdlog::info("server: recovered {} records, truncated {} torn bytes",
-               ingest.stats().recovered_records, ingest.stats().recovered_torn_bytes);
+  DV_ASSIGN_OR_RETURN(Storage storage,
+                      OpenStorage(options.store_dir, options.store_config, options.index_path));
+  Ingest ingest(storage.store.get(), storage.index.get());
+  {
+    const store::StoreMetrics m = storage.store->Metrics();
+    spdlog::info("server: store open, {} objects on disk, {} copies to resume",
+                 storage.store->disk()->objects(), m.copy_pending_objects);
+  }
   zmq::context_t ctx(1);
   zmq::socket_t router(ctx, zmq::socket_type::router);
   // The ZAP handler (RFC 27) runs in this loop: libzmq asks it about every CURVE handshake.

@@ -1,4 +1,4 @@
-// dejaview-server: upload ingest (docs/upload-protocol.md) into the delta store and frame index.
+// dejaview-server: upload ingest (docs/upload-protocol.md) into the tiered store and frame index.
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -19,12 +19,14 @@ void OnSignal(int) { g_stop.store(true); }
 
 int main(int argc, char** argv) {
   auto args = dv::cli::Args::Parse(
-      argc - 1, argv + 1, {"listen", "store", "db", "port-file", "curve-key", "curve-allow"},
-      {"help"});
+      argc - 1, argv + 1,
+      {"listen", "store", "db", "store-config", "port-file", "curve-key", "curve-allow"}, {"help"});
   if (!args.ok()) return dv::cli::Fail("server", args.status());
   if (args->Has("help") || !args->Has("store")) {
     std::printf(
-        "usage: dejaview-server --store DIR [--listen tcp://127.0.0.1:5555] [--db FILE]\n"
+        "usage: dejaview-server --store DIR [--listen tcp://127.0.0.1:5555] [--db INDEX]\n"
+        "                       [--store-config TIERS.yaml]   (docs/store.md; default: disk only)\n"
+        "  INDEX: FILE, sqlite:FILE or postgresql:CONNINFO (default DIR/index.sqlite)\n"
         "                       [--port-file FILE]   (listen port 0 picks a free port)\n"
         "                       [--curve-key SECRET_FILE [--curve-allow PUBLIC_KEYS_FILE]]\n");
     return args->Has("help") ? 0 : dv::cli::kUsage;
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   o.listen = args->Get("listen", o.listen);
   o.store_dir = args->Get("store");
   o.index_path = args->Get("db");
+  o.store_config = args->Get("store-config");
   o.curve_key_file = args->Get("curve-key");
   o.curve_allow_file = args->Get("curve-allow");
   std::signal(SIGTERM, OnSignal);

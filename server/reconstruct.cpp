@@ -1,10 +1,6 @@
 #include "dejaview/server/reconstruct.h"
 
-#include <cstdio>
-
-#include "dejaview/base/file_util.h"
-#include "dejaview/base/kitti.h"
-#include "dejaview/codec/codec.h"
+#include "dejaview/transport/spool.h"
 
 namespace dv::server {
 
@@ -24,39 +20,21 @@ StatusOr<maps::RouteMap*> MapVersions::Get(const std::string& version) {
   return it->second.get();
 }
 
-StatusOr<ReconstructStats> ReconstructFrames(const DeltaStore& store,
-                                             const std::vector<FrameRow>& rows, MapVersions* maps,
-                                             const std::string& out_dir) {
-  DV_RETURN_IF_ERROR(MakeDirs(out_dir + "/velodyne"));
-  ReconstructStats st;
-  std::vector<Pose> poses;
-  std::vector<double> times;
-  std::string list;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    DV_ASSIGN_OR_RETURN(transport::SpoolRecord rec, store.ReadAt(rows[i].file, rows[i].offset));
-    DV_ASSIGN_OR_RETURN(maps::RouteMap * map, maps->Get(rec.meta.map_version));
-    auto frame = codec::Decode(rec.payload.data(), rec.payload.size(), map);
-    if (!frame.ok()) {
-      return frame.status().WithContext(rec.meta.vehicle + "/" +
-                                        std::to_string(rec.meta.sensor_id) + "/" +
-                                        std::to_string(rec.meta.sequence));
-    }
-    char name[32];
-    std::snprintf(name, sizeof(name), "%06zu", i);
-    DV_RETURN_IF_ERROR(WriteKittiBin(out_dir + "/velodyne/" + name + ".bin", frame->cloud));
-    poses.push_back(frame->T_map_sensor);
-    times.push_back(double(rec.meta.timestamp_ns) * 1e-9);
-    list += std::string(name) + " " + rec.meta.vehicle + " " + std::to_string(rec.meta.sensor_id) +
-            " " + std::to_string(rec.meta.sequence) + " " + rec.meta.drive + " " +
-            (rec.meta.map_version.empty() ? "-" : rec.meta.map_version) + "\n";
-    ++st.frames;
-    st.points += frame->cloud.size();
-    st.delta_bytes += rec.payload.size();
+StatusOr<codec::DecodedFrame> DecodeStoredFrame(const store::FrameRecord& row,
+                                                const std::vector<uint8_t>& object,
+                                                MapVersions* maps) {
+  const std::string name =
+      row.vehicle + "/" + std::to_string(row.sensor_id) + "/" + std::to_string(row.sequence);
+  auto rec = transport::DecodeRecord(object.data(), object.size());
+  if (!rec.ok()) return rec.status().WithContext(name + ": object " + row.object.Hex());
+  if (rec->meta.vehicle != row.vehicle || rec->meta.sensor_id != row.sensor_id ||
+      rec->meta.sequence != row.sequence) {
+    return Status::Corruption(name + ": object " + row.object.Hex() + " holds another frame");
   }
-  DV_RETURN_IF_ERROR(WriteKittiPoses(out_dir + "/poses.txt", poses));
-  DV_RETURN_IF_ERROR(WriteTimestamps(out_dir + "/timestamps.txt", times));
-  DV_RETURN_IF_ERROR(WriteFileAtomic(out_dir + "/frames.txt", list));
-  return st;
+  DV_ASSIGN_OR_RETURN(maps::RouteMap * map, maps->Get(rec->meta.map_version));
+  auto frame = codec::Decode(rec->payload.data(), rec->payload.size(), map);
+  if (!frame.ok()) return frame.status().WithContext(name);
+  return std::move(frame).value();
 }
 
 }  // namespace dv::server

@@ -11,6 +11,7 @@ int RunDecode(int argc, char** argv);
 int RunInspect(int argc, char** argv);
 int RunBench(int argc, char** argv);
 int RunQuery(int argc, char** argv);
+int RunExport(int argc, char** argv);
 int RunConvert(int argc, char** argv);
 int RunKeygen(int argc, char** argv);
 int RunSimulate(int argc, char** argv);

@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
      dv::cli::RunCompare},
     {"bench", "measure ratio, error and speed of dejaview and its peers", dv::cli::RunBench},
     {"query", "find stored frames by vehicle, time and place; --export a drive", dv::cli::RunQuery},
+    {"export", "stream a query's frames as training batches (KITTI or packed)", dv::cli::RunExport},
     {"convert", "convert a frame between KITTI .bin, PCD and PLY (or a whole drive)",
      dv::cli::RunConvert},
     {"keygen", "make a CURVE key pair for the agent-server upload link", dv::cli::RunKeygen},

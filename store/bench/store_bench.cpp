@@ -50,13 +50,12 @@ double Percentile(std::vector<double> v, double p) {
 
 StoreConfig BaseConfig(const Args& args, const std::string& dir, const S3rverProcess* s3) {
   StoreConfig c;
-  c.disk_dir = dir;
-  c.memory_budget_bytes = 0;  // measure disk and remote, not the cache
-  c.disk_direct_io = true;    // and the disk device, not the page cache
-  c.read_chunk_bytes = args.chunk_kib << 10;
+  c.disk.dir = dir;
+  c.memory.budget_bytes = 0;  // measure disk and remote, not the cache
+  c.disk.direct_io = true;    // and the disk device, not the page cache
+  c.read.chunk_bytes = args.chunk_kib << 10;
   if (s3) {
-    c.remote_enabled = true;
-    c.s3 = s3->config();
+    static_cast<S3Config&>(c.remote) = s3->config();
   }
   return c;
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "dejaview/base/file_util.h"
+#include "dejaview/store/remote_tier.h"
 
 namespace dv::store {
 
@@ -73,6 +74,17 @@ S3rverProcess::~S3rverProcess() {
   ::kill(pid_, SIGTERM);
   ::waitpid(pid_, nullptr, 0);
   ::close(out_fd_);
+}
+
+StatusOr<std::map<ObjectId, int>> AuditPacks(const S3Config& config, const std::string& prefix) {
+  DV_ASSIGN_OR_RETURN(auto tier, RemoteTier::Open(config, prefix));
+  DV_ASSIGN_OR_RETURN(const auto keys, tier->client().ListKeys(prefix + "packs/"));
+  std::map<ObjectId, int> count;
+  for (const std::string& key : keys) {
+    DV_ASSIGN_OR_RETURN(const auto entries, tier->ReadPackIndex(key));
+    for (const PackEntry& e : entries) count[e.id]++;
+  }
+  return count;
 }
 
 }  // namespace dv::store

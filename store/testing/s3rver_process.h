@@ -6,10 +6,12 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "dejaview/base/status.h"
+#include "dejaview/store/object_id.h"
 #include "dejaview/store/s3_client.h"
 
 namespace dv::store {
@@ -35,5 +37,9 @@ class S3rverProcess {
   int out_fd_;  // kept open: a closed pipe would kill s3rver at its next log line (EPIPE)
   S3Config config_;
 };
+
+// Every pack's members under prefix, read straight from the bucket: how many times each id was
+// uploaded (1 everywhere when nothing is duplicated).
+StatusOr<std::map<ObjectId, int>> AuditPacks(const S3Config& config, const std::string& prefix);
 
 }  // namespace dv::store

@@ -23,8 +23,7 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
-#include "dejaview/server/delta_store.h"
-#include "dejaview/server/frame_index.h"
+#include "dejaview/server/storage.h"
 #include "dejaview/transport/spool.h"
 #include "testutil.h"
 
@@ -201,23 +200,15 @@ class System : public ::testing::Test {
     *metrics_port = std::atoi(ReadTrimmed(dir_ + "/agent.port").c_str());
     return p;
   }
-  // Every (sensor, sequence) on the server, and the number of records in its store files
-  // (equal to the set's size exactly when nothing was stored twice).
+  // Every (sensor, sequence) on the server, and the number of objects in its store (equal to
+  // the set's size exactly when nothing was stored twice and no object is left unindexed).
   std::multiset<uint64_t> ServerSequences(size_t* store_records) {
-    auto index = server::FrameIndex::Open(store_ + "/index.sqlite");
-    EXPECT_TRUE(index.ok());
+    auto storage = server::OpenStorage(store_, "", "");
+    EXPECT_TRUE(storage.ok()) << storage.status().ToString();
     std::multiset<uint64_t> seqs;
-    const auto rows = (*index)->Query({});
-    for (const auto& r : *rows) seqs.insert(r.meta.sequence);
-    auto store = server::DeltaStore::Open(store_);
-    *store_records = 0;
-    const auto files = (*store)->Files();
-    for (const auto& f : *files) {
-      auto reader = transport::LogReader::Open(store_ + "/" + f);
-      std::vector<uint8_t> body;
-      uint64_t off;
-      while (*reader->Next(&body, &off)) ++*store_records;
-    }
+    const auto rows = storage->index->Query({});
+    for (const auto& r : *rows) seqs.insert(r.sequence);
+    *store_records = storage->store->disk()->objects();
     return seqs;
   }
   static std::set<uint64_t> PendingInSpool(const std::string& spool_dir) {

@@ -8,6 +8,6 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto config = dv::store::ParseStoreConfig(std::string(reinterpret_cast<const char*>(data), size),
                                             "fuzz.yaml");
-  if (config.ok() && config->disk_dir.empty()) __builtin_trap();
+  if (config.ok() && config->disk.dir.empty()) __builtin_trap();
   return 0;
 }

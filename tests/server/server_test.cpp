@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <future>
@@ -9,8 +10,9 @@
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/codec/codec.h"
+#include "dejaview/server/export.h"
 #include "dejaview/server/ingest.h"
-#include "dejaview/server/reconstruct.h"
+#include "dejaview/server/storage.h"
 #include "testutil.h"
 
 namespace dv::server {
@@ -135,20 +137,21 @@ TEST(Server, AcksAfterStoringAndDeduplicatesOverRealSockets) {
     EXPECT_EQ(r.nonce, 99u);
   }
   // After a restart the stored frames are there, byte for byte, and still deduplicate.
-  auto index = FrameIndex::Open(dir + "/index.sqlite");
-  ASSERT_TRUE(index.ok());
-  auto rows = (*index)->Query({});
+  auto storage = OpenStorage(dir, "", "");
+  ASSERT_TRUE(storage.ok()) << storage.status().ToString();
+  auto rows = storage->index->Query({});
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 4u);
-  auto store = DeltaStore::Open(dir);
-  ASSERT_TRUE(store.ok());
-  for (const FrameRow& row : *rows) {
-    auto rec = (*store)->ReadAt(row.file, row.offset);
-    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
-    EXPECT_EQ(transport::EncodeRecord(*rec),
-              transport::EncodeRecord(Rec(row.meta.sensor_id, row.meta.sequence)));
+  EXPECT_EQ(storage->store->disk()->objects(), 4u);
+  for (const store::FrameRecord& row : *rows) {
+    auto object = storage->store->Get(row.object);
+    ASSERT_TRUE(object.ok()) << object.status().ToString();
+    EXPECT_EQ(*object, transport::EncodeRecord(Rec(row.sensor_id, row.sequence)));
+    EXPECT_EQ(row.bytes, Rec(row.sensor_id, row.sequence).payload.size());
+    EXPECT_EQ(row.drive, "d1");
   }
-  index->reset();
+  storage->store.reset();
+  storage->index.reset();
   RunningServer server(dir);
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
@@ -199,90 +202,185 @@ TEST(Server, CurveAdmitsOnlyAllowedAgentKeys) {
   EXPECT_NE(list.status().message().find("allow2:2"), std::string::npos) << list.status().message();
 }
 
-TEST(Server, RecoveryIndexesUnindexedRecordsAndTruncatesTornTail) {
+// A server killed after a record reached its disk but before the index commit: the batch was
+// never ACKed, the agent resends it, and the frame is stored (and indexed) exactly once.
+TEST(Server, CrashBetweenDiskAndIndexStoresTheResendOnce) {
   const std::string dir = test::ScratchDir();
   {
-    // A crash after the store's fsync but before the index commit: records only in the store.
-    auto store = DeltaStore::Open(dir);
-    ASSERT_TRUE(store.ok());
-    for (uint64_t s = 0; s < 5; ++s) ASSERT_TRUE((*store)->Append(Rec(0, s)).ok());
-    ASSERT_TRUE((*store)->SyncTouched().ok());
+    auto storage = OpenStorage(dir, "", "");
+    ASSERT_TRUE(storage.ok());
+    const auto body = transport::EncodeRecord(Rec(0, 1));
+    ASSERT_TRUE(storage->store->Put(body.data(), body.size(), /*hold_copy=*/true).ok());
   }
-  const std::string file = dir + "/veh-1/d1/deltas.log";
-  const uint64_t good = std::filesystem::file_size(file);
-  std::filesystem::resize_file(file, good + 77);  // and a torn append after them (zeros)
-  auto store = DeltaStore::Open(dir);
-  auto index = FrameIndex::Open(dir + "/index.sqlite");
-  ASSERT_TRUE(store.ok() && index.ok());
-  Ingest ingest(store->get(), index->get());
-  ASSERT_TRUE(ingest.Recover().ok());
-  EXPECT_EQ(ingest.stats().recovered_records, 5u);
-  EXPECT_EQ(ingest.stats().recovered_torn_bytes, 77u);
-  EXPECT_EQ(std::filesystem::file_size(file), good);
-  EXPECT_EQ(*(*index)->Count(), 5u);
-  // A second recovery has nothing left to do.
-  Ingest again(store->get(), index->get());
-  ASSERT_TRUE(again.Recover().ok());
-  EXPECT_EQ(again.stats().recovered_records, 0u);
+  zmq::context_t ctx(1);
+  {
+    RunningServer server(dir);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(server.endpoint());
+    Exchange(&dealer, Hello());
+    const Message r = Exchange(&dealer, Data(1, {Rec(0, 1), Rec(0, 2)}));
+    ASSERT_EQ(r.type, MessageType::kAck);
+    EXPECT_EQ(r.stored, 2u);
+    EXPECT_EQ(r.duplicates, 0u);
+  }
+  auto storage = OpenStorage(dir, "", "");
+  ASSERT_TRUE(storage.ok());
+  EXPECT_EQ(*storage->index->Count(), 2u);
+  EXPECT_EQ(storage->store->disk()->objects(), 2u);
 }
 
-TEST(Reconstruct, DecodesStoredDeltasIntoADriveFolder) {
-  const std::string dir = test::ScratchDir();
-  auto cloud = ReadKittiBin(test::KittiSeq("00") + "/velodyne/000000.bin");
-  ASSERT_TRUE(cloud.ok());
-  codec::FrameInfo info;
-  info.sequence = 5;
-  auto delta = codec::Encode(*cloud, Pose::Identity(), info, {}, nullptr);  // intra: no map
-  ASSERT_TRUE(delta.ok()) << delta.status().ToString();
-  auto expected = codec::Decode(delta->data(), delta->size(), nullptr);
-  ASSERT_TRUE(expected.ok());
-  auto store = DeltaStore::Open(dir + "/store");
-  ASSERT_TRUE(store.ok());
-  transport::SpoolRecord rec = Rec(0, 5);
-  rec.meta.map_version = "";
-  rec.payload = *delta;
-  auto where = (*store)->Append(rec);
-  ASSERT_TRUE(where.ok());
-  MapVersions maps(dir + "/maps");
-  auto st = ReconstructFrames(**store, {{rec.meta, delta->size(), where->first, where->second}},
-                              &maps, dir + "/out");
+// Six stored frames (two real KITTI scans, intra-coded, under three sequences each).
+struct ExportFixture {
+  std::string dir;
+  Storage storage;
+  std::vector<store::FrameRecord> rows;
+  std::vector<PointCloud> expected;  // decoded clouds, by row
+};
+
+ExportFixture MakeExportFixture() {
+  ExportFixture f;
+  f.dir = test::ScratchDir();
+  f.storage = std::move(OpenStorage(f.dir + "/store", "", "")).value();
+  for (int scan = 0; scan < 2; ++scan) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/velodyne/%06d.bin", scan);
+    auto cloud = ReadKittiBin(test::KittiSeq("00") + name);
+    EXPECT_TRUE(cloud.ok());
+    auto delta = codec::Encode(*cloud, Pose::Identity(), {}, {}, nullptr);  // intra: no map
+    EXPECT_TRUE(delta.ok()) << delta.status().ToString();
+    auto decoded = codec::Decode(delta->data(), delta->size(), nullptr);
+    EXPECT_TRUE(decoded.ok());
+    for (uint64_t k = 0; k < 3; ++k) {
+      transport::SpoolRecord rec = Rec(0, uint64_t(scan) * 3 + k);
+      rec.meta.map_version = "";
+      rec.payload = *delta;
+      const auto body = transport::EncodeRecord(rec);
+      store::FrameRecord row;
+      row.vehicle = rec.meta.vehicle;
+      row.drive = rec.meta.drive;
+      row.sequence = rec.meta.sequence;
+      row.timestamp_ns = rec.meta.timestamp_ns;
+      row.T_map_sensor = rec.meta.T_map_sensor;
+      row.object = *f.storage.store->Put(body.data(), body.size());
+      EXPECT_TRUE(*f.storage.index->Insert(row));
+      f.expected.push_back(decoded->cloud);
+    }
+  }
+  f.rows = *f.storage.index->Query({});
+  return f;
+}
+
+TEST(Export, WritesKittiAndPackedBatchesBitExactInSeededOrder) {
+  ExportFixture f = MakeExportFixture();
+  ASSERT_EQ(f.rows.size(), 6u);
+  MapVersions maps(f.dir + "/maps");
+  auto st = ExportFrames(f.storage.store.get(), f.rows, &maps, {}, f.dir + "/kitti");
   ASSERT_TRUE(st.ok()) << st.status().ToString();
-  EXPECT_EQ(st->frames, 1u);
-  auto got = ReadKittiBin(dir + "/out/velodyne/000000.bin");
-  ASSERT_TRUE(got.ok());
-  EXPECT_EQ(EncodeKittiBin(*got), EncodeKittiBin(expected->cloud));  // bit-exact
-  // A delta against a map version the server does not have is an error naming the version.
+  EXPECT_EQ(st->frames, 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/kitti/velodyne/%06zu.bin", i);
+    auto got = ReadFileBytes(f.dir + name);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(*got, EncodeKittiBin(f.expected[i])) << name;  // bit-exact, index order
+  }
+  ExportOptions packed;
+  packed.layout = "packed";
+  packed.batch_frames = 4;
+  packed.shuffle = true;
+  packed.seed = 7;
+  const std::vector<size_t> order = ExportOrder(6, true, 7);
+  ASSERT_NE(order, ExportOrder(6, false, 0));
+  EXPECT_EQ(order, ExportOrder(6, true, 7));
+  std::vector<size_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, ExportOrder(6, false, 0));  // a permutation
+  std::vector<std::vector<uint8_t>> first;
+  for (const char* out : {"/packed", "/packed2"}) {
+    st = ExportFrames(f.storage.store.get(), f.rows, &maps, packed, f.dir + out);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_EQ(st->batches, 2u);
+    size_t k = 0;
+    for (const char* batch : {"/batch-000000.dvxb", "/batch-000001.dvxb"}) {
+      auto bytes = ReadFileBytes(f.dir + out + batch);
+      ASSERT_TRUE(bytes.ok());
+      if (first.size() < 2) {
+        first.push_back(*bytes);
+      } else {
+        EXPECT_EQ(*bytes, first[k / 4]) << "a rerun writes the same bytes";
+      }
+      auto frames = DecodeBatch(bytes->data(), bytes->size());
+      ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+      for (const BatchFrame& fr : *frames) {
+        EXPECT_EQ(fr.sequence, f.rows[order[k]].sequence);
+        EXPECT_EQ(EncodeKittiBin(fr.cloud), EncodeKittiBin(f.expected[order[k]]));
+        ++k;
+      }
+    }
+    EXPECT_EQ(k, 6u);
+  }
+  packed.layout = "parquet";
+  EXPECT_EQ(
+      ExportFrames(f.storage.store.get(), f.rows, &maps, packed, f.dir + "/x").status().code(),
+      Status::Code::kInvalidArgument);
+}
+
+TEST(Export, NamesTheMissingMapVersion) {
+  const std::string dir = test::ScratchDir();
+  auto storage = OpenStorage(dir, "", "");
+  ASSERT_TRUE(storage.ok());
+  transport::SpoolRecord rec = Rec(0, 5);
   rec.meta.map_version = "00ff00ff00ff00ff";
-  where = (*store)->Append(rec);
-  st = ReconstructFrames(**store, {{rec.meta, delta->size(), where->first, where->second}}, &maps,
-                         dir + "/out2");
+  const auto body = transport::EncodeRecord(rec);
+  store::FrameRecord row;
+  row.vehicle = rec.meta.vehicle;
+  row.sequence = 5;
+  row.object = *storage->store->Put(body.data(), body.size());
+  MapVersions maps(dir + "/maps");
+  auto st = ExportFrames(storage->store.get(), {row}, &maps, {}, dir + "/out");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.status().message().find("00ff00ff00ff00ff"), std::string::npos);
+  row.sequence = 6;  // the index row and the stored record disagree
+  st = ExportFrames(storage->store.get(), {row}, &maps, {}, dir + "/out");
+  EXPECT_EQ(st.status().code(), Status::Code::kCorruption) << st.status().ToString();
 }
 
-TEST(FrameIndex, QueriesByVehicleTimeAndDistance) {
-  auto index = FrameIndex::Open(test::ScratchDir() + "/index.sqlite");
-  ASSERT_TRUE(index.ok());
-  std::vector<FrameRow> rows;
-  for (uint64_t s = 0; s < 20; ++s) rows.push_back({Rec(0, s).meta, 10, "f", s});
-  transport::RecordMeta other = Rec(0, 3).meta;
-  other.vehicle = "veh-2";
-  rows.push_back({other, 10, "g", 0});
-  ASSERT_TRUE((*index)->Insert(rows, {}).ok());
-  FrameQuery q;
-  q.vehicle = "veh-1";
-  q.from_ns = 5 * 100'000'000;
-  q.to_ns = 15 * 100'000'000;
-  q.near = Eigen::Vector3d(10, 0.5, 0);
-  q.radius_m = 3;  // x in [10 - sqrt(8.75), 10 + sqrt(8.75)] -> sequences 8..12
-  auto got = (*index)->Query(q);
-  ASSERT_TRUE(got.ok());
-  std::vector<uint64_t> seqs;
-  for (const auto& r : *got) seqs.push_back(r.meta.sequence);
-  EXPECT_EQ(seqs, (std::vector<uint64_t>{8, 9, 10, 11, 12}));
-  q = FrameQuery{};
-  q.vehicle = "veh-2";
-  EXPECT_EQ((*index)->Query(q)->size(), 1u);
+TEST(BatchFormat, RoundTripsAndRejectsMalformedInput) {
+  BatchFrame a;
+  a.vehicle = "veh-1";
+  a.drive = "d1";
+  a.map_version = "m";
+  a.sensor_id = 2;
+  a.sequence = 9;
+  a.timestamp_ns = -5;
+  a.T_map_sensor.translation() = Eigen::Vector3d(1, 2, 3);
+  a.cloud.push_back(Eigen::Vector3f(1, 2, 3), 0.5f);
+  a.cloud.push_back(Eigen::Vector3f(-1, 0, 7), 0.25f);
+  BatchFrame b = a;
+  b.sequence = 10;
+  const std::vector<uint8_t> bytes = EncodeBatch({a, b});
+  auto back = DecodeBatch(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[1].sequence, 10u);
+  EXPECT_EQ(EncodeBatch(*back), bytes);
+  for (size_t n = 0; n < bytes.size(); ++n) {  // every truncation
+    EXPECT_EQ(DecodeBatch(bytes.data(), n).status().code(), Status::Code::kCorruption) << n;
+  }
+  const std::pair<size_t, const char*> flips[] = {
+      {0, "bad magic"}, {4, "version"}, {10, "frame count"}, {30, "CRC mismatch"}};
+  for (const auto& [at, want] : flips) {
+    std::vector<uint8_t> bad = bytes;
+    bad[at] ^= 0x40;
+    auto r = DecodeBatch(bad.data(), bad.size());
+    ASSERT_FALSE(r.ok()) << at;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+  std::vector<uint8_t> trailing = bytes;
+  trailing.push_back(0);
+  EXPECT_NE(DecodeBatch(trailing.data(), trailing.size()).status().message().find("trailing"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,17 +1,9 @@
-// The frame index contract on both back ends (SQLite file, real PostgreSQL server), and two
-// writer processes on one PostgreSQL and one object store storing every frame exactly once.
+// The frame index contract on both back ends (SQLite file, real PostgreSQL server). Two server
+// processes on one PostgreSQL and one bucket: tests/server/tiered_server_test.cpp.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <map>
-#include <random>
 
 #include "dejaview/store/frame_index.h"
-#include "dejaview/store/store.h"
 #include "postgres_process.h"
-#include "s3rver_process.h"
 #include "testutil.h"
 
 namespace dv::store {
@@ -23,6 +15,11 @@ FrameRecord Frame(const std::string& vehicle, uint32_t sensor, uint64_t seq) {
   r.sensor_id = sensor;
   r.sequence = seq;
   r.timestamp_ns = int64_t(seq) * 100000000 + sensor;  // 10 Hz
+  r.drive = "d" + std::to_string(seq / 5);
+  r.map_version = seq % 3 ? "0123456789abcdef" : "";
+  r.T_map_sensor.translation() = Eigen::Vector3d(double(seq) / 3, -0.1 * double(sensor), 1e-9);
+  r.T_map_sensor.linear() = Eigen::AngleAxisd(0.1 * double(seq), Eigen::Vector3d::UnitZ()).matrix();
+  r.bytes = 1000 + seq;
   const std::string bytes = vehicle + "/" + std::to_string(sensor) + "/" + std::to_string(seq);
   r.object = ComputeId(bytes.data(), bytes.size());
   return r;
@@ -42,7 +39,11 @@ void CheckContract(FrameIndex* index) {
   EXPECT_FALSE(*again);
   EXPECT_EQ(*index->Count(), 21u);
   // Frames 2..4 of car-1 (timestamps in [0.2 s, 0.5 s)), in time order.
-  auto rows = index->Query("car-1", 200000000, 500000000);
+  FrameQuery q;
+  q.vehicle = "car-1";
+  q.from_ns = 200000000;
+  q.to_ns = 500000000;
+  auto rows = index->Query(q);
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 6u);
   for (size_t i = 0; i < rows->size(); ++i) {
@@ -51,8 +52,31 @@ void CheckContract(FrameIndex* index) {
     EXPECT_EQ((*rows)[i].sensor_id, want.sensor_id);
     EXPECT_EQ((*rows)[i].timestamp_ns, want.timestamp_ns);
     EXPECT_EQ((*rows)[i].object, want.object);
+    EXPECT_EQ((*rows)[i].drive, want.drive);
+    EXPECT_EQ((*rows)[i].map_version, want.map_version);
+    EXPECT_EQ((*rows)[i].bytes, want.bytes);
+    EXPECT_EQ((*rows)[i].T_map_sensor.translation(), want.T_map_sensor.translation());
+    EXPECT_TRUE((*rows)[i].T_map_sensor.linear().isApprox(want.T_map_sensor.linear(), 1e-12));
   }
-  auto none = index->Query("car-3", 0, INT64_MAX);
+  // A batch is one transaction that reports each record: new, resent, new.
+  auto batch = index->Insert(
+      std::vector<FrameRecord>{Frame("car-2", 0, 4), Frame("car-2", 0, 3), Frame("car-2", 1, 4)});
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(*batch, (std::vector<bool>{true, false, true}));
+  EXPECT_TRUE(*index->Has("car-2", 1, 4));
+  EXPECT_FALSE(*index->Has("car-2", 1, 5));
+  // Near a point: x = seq / 3 within 0.5 m of (2, 0, 0) -> sequences 5..7, sensor 0 and 1
+  // (y = -0.1 for sensor 1 keeps it inside), over every vehicle and time.
+  q = FrameQuery{};
+  q.near = Eigen::Vector3d(2, 0, 0);
+  q.radius_m = 0.5;
+  rows = index->Query(q);
+  ASSERT_TRUE(rows.ok());
+  std::vector<uint64_t> seqs;
+  for (const auto& r : *rows) seqs.push_back(r.sequence);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{5, 5, 6, 6, 7, 7}));
+  q.vehicle = "car-3";
+  auto none = index->Query(q);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }
@@ -73,84 +97,6 @@ TEST(FrameIndex, PostgresContract) {
   CheckContract(index->get());
   const auto refused = OpenFrameIndex("postgresql:host=/nonexistent port=1 user=x");
   EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
-}
-
-// Two ingest processes receive the same 200 frames (in different orders, as resends would) and
-// store a frame's bytes only when the shared index says it is new: each frame is indexed once,
-// and the shared bucket holds each object once.
-TEST(FrameIndex, TwoWritersOnOnePostgresAndOneBucketStoreEachFrameOnce) {
-  const std::string dir = test::ScratchDir();
-  auto pg = PostgresProcess::Start(dir + "/pg");
-  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
-  auto s3 = S3rverProcess::Start(dir + "/s3", "fleet");
-  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
-  constexpr int kFrames = 200;
-  int results[2];
-  ASSERT_EQ(::pipe(results), 0);
-  pid_t writers[2];
-  for (int w = 0; w < 2; ++w) {
-    writers[w] = ::fork();
-    ASSERT_GE(writers[w], 0);
-    if (writers[w] != 0) continue;
-    ::close(results[0]);
-    std::vector<int> order(kFrames);
-    for (int i = 0; i < kFrames; ++i) order[size_t(i)] = i;
-    std::shuffle(order.begin(), order.end(), std::mt19937(uint32_t(w + 1)));
-    StoreConfig config;
-    config.disk_dir = dir + "/server" + std::to_string(w);
-    config.remote_enabled = true;
-    config.s3 = (*s3)->config();
-    config.coalesce_ms = 5;
-    auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
-    auto store = Store::Open(config);
-    if (!index.ok() || !store.ok()) ::_exit(2);
-    int32_t stored = 0;
-    for (const int i : order) {
-      const std::string bytes = "frame payload " + std::to_string(i);
-      FrameRecord r = Frame("car-1", 0, uint64_t(i));
-      r.object = ComputeId(bytes.data(), bytes.size());
-      auto fresh = (*index)->Insert(r);
-      if (!fresh.ok()) ::_exit(3);
-      if (!*fresh) continue;
-      if (!(*store)->Put(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok()) {
-        ::_exit(4);
-      }
-      stored++;
-    }
-    if (!(*store)->Flush(30000).ok()) ::_exit(5);
-    if (::write(results[1], &stored, sizeof stored) != sizeof stored) ::_exit(6);
-    ::_exit(0);
-  }
-  ::close(results[1]);
-  int32_t total = 0;
-  for (int w = 0; w < 2; ++w) {
-    int status = 0;
-    ::waitpid(writers[w], &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer " << w << ": " << status;
-    int32_t stored = 0;
-    ASSERT_EQ(::read(results[0], &stored, sizeof stored), ssize_t(sizeof stored));
-    total += stored;
-  }
-  ::close(results[0]);
-  EXPECT_EQ(total, kFrames);
-  auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
-  ASSERT_TRUE(index.ok());
-  EXPECT_EQ(*(*index)->Count(), uint64_t(kFrames));
-  auto remote = RemoteTier::Open((*s3)->config(), "");
-  ASSERT_TRUE(remote.ok());
-  std::map<ObjectId, int> uploads;
-  auto keys = (*remote)->client().ListKeys("packs/");
-  ASSERT_TRUE(keys.ok());
-  for (const std::string& key : *keys) {
-    auto entries = (*remote)->ReadPackIndex(key);
-    ASSERT_TRUE(entries.ok());
-    for (const PackEntry& e : *entries) uploads[e.id]++;
-  }
-  EXPECT_EQ(uploads.size(), size_t(kFrames));
-  auto frames = (*index)->Query("car-1", 0, INT64_MAX);
-  ASSERT_TRUE(frames.ok());
-  ASSERT_EQ(frames->size(), size_t(kFrames));
-  for (const FrameRecord& r : *frames) EXPECT_EQ(uploads[r.object], 1) << "frame " << r.sequence;
 }
 
 }  // namespace

@@ -24,34 +24,25 @@ std::vector<uint8_t> Object(int index, size_t size) {
 
 StoreConfig Config(const std::string& dir, const S3rverProcess* s3) {
   StoreConfig c;
-  c.disk_dir = dir + "/disk";
-  c.memory_budget_bytes = 1 << 20;
+  c.disk.dir = dir + "/disk";
+  c.memory.budget_bytes = 1 << 20;
   if (s3) {
-    c.remote_enabled = true;
-    c.s3 = s3->config();
-    c.remote_prefix = "t/";
+    static_cast<S3Config&>(c.remote) = s3->config();
+    c.remote.prefix = "t/";
   }
-  c.pack_target_bytes = 64 << 10;
-  c.small_object_bytes = 32 << 10;
-  c.coalesce_ms = 5;
-  c.copy_concurrency = 2;
-  c.read_chunk_bytes = 16 << 10;
+  c.copier.pack_target_bytes = 64 << 10;
+  c.copier.small_object_bytes = 32 << 10;
+  c.copier.coalesce_ms = 5;
+  c.copier.concurrency = 2;
+  c.read.chunk_bytes = 16 << 10;
   return c;
 }
 
 // Every pack's members, read straight from the bucket: how many times each id was uploaded.
 std::map<ObjectId, int> AuditBucket(const S3rverProcess& s3, const std::string& prefix) {
-  auto tier = RemoteTier::Open(s3.config(), prefix);
-  EXPECT_TRUE(tier.ok()) << tier.status().ToString();
-  std::map<ObjectId, int> count;
-  auto keys = (*tier)->client().ListKeys(prefix + "packs/");
-  EXPECT_TRUE(keys.ok());
-  for (const std::string& key : *keys) {
-    auto entries = (*tier)->ReadPackIndex(key);
-    EXPECT_TRUE(entries.ok()) << entries.status().ToString();
-    for (const PackEntry& e : *entries) count[e.id]++;
-  }
-  return count;
+  auto count = AuditPacks(s3.config(), prefix);
+  EXPECT_TRUE(count.ok()) << count.status().ToString();
+  return count.ok() ? *count : std::map<ObjectId, int>{};
 }
 
 // dir: the test's scratch directory (ScratchDir empties it, so each test calls it once).
@@ -102,7 +93,7 @@ TEST(Store, ReadsFromEveryTierAndSplitsLargeObjects) {
   auto s3 = StartS3rver(dir);
   ASSERT_TRUE(s3);
   StoreConfig config = Config(dir, s3.get());
-  config.memory_budget_bytes = 0;  // keep reads on disk and remote
+  config.memory.budget_bytes = 0;  // keep reads on disk and remote
   auto store = Store::Open(config);
   ASSERT_TRUE(store.ok());
   std::vector<ObjectId> ids;
@@ -152,8 +143,8 @@ TEST(Store, DiskBudgetEvictsOnlyCopiedObjects) {
   auto s3 = StartS3rver(dir);
   ASSERT_TRUE(s3);
   StoreConfig config = Config(dir, s3.get());
-  config.disk_budget_bytes = 50000;
-  config.memory_budget_bytes = 0;
+  config.disk.budget_bytes = 50000;
+  config.memory.budget_bytes = 0;
   auto store = Store::Open(config);
   ASSERT_TRUE(store.ok());
   std::vector<ObjectId> ids;
@@ -209,14 +200,13 @@ TEST(Store, RestartRedoesUnfinishedIntentWithoutDuplicating) {
     }
     {
       JournalState st;
-      auto journal = CopyJournal::Open(config.disk_dir + "/copy.journal", &st);
+      auto journal = CopyJournal::Open(config.disk.dir + "/copy.journal", &st);
       ASSERT_TRUE(journal.ok());
       ASSERT_TRUE(
           (*journal)->AppendIntent({key, {members[0].id, members[1].id, members[2].id}}).ok());
     }
-    config.remote_enabled = true;
-    config.s3 = s3->config();
-    config.remote_prefix = "t/";
+    static_cast<S3Config&>(config.remote) = s3->config();
+    config.remote.prefix = "t/";
     auto store = Store::Open(config);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Flush(20000).ok());
@@ -238,7 +228,7 @@ TEST(Store, SigkillDuringCopyLosesNothingAndDuplicatesNothing) {
   // The killed server's copier only uploads full packs, so some acknowledged objects are always
   // waiting for copy when the kill lands; the restarted one also flushes partial packs.
   StoreConfig killed_config = Config(dir, s3.get());
-  killed_config.coalesce_ms = 600000;
+  killed_config.copier.coalesce_ms = 600000;
   const StoreConfig config = Config(dir, s3.get());
   int acks[2];
   ASSERT_EQ(::pipe(acks), 0);

@@ -202,22 +202,26 @@ read: {chunk_bytes: 65536}
 )",
                             "t.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->memory_budget_bytes, 1000u);
+  EXPECT_EQ(c->memory.budget_bytes, 1000u);
   EXPECT_EQ(c->memory.max_inflight, 2);
-  EXPECT_EQ(c->disk_dir, "/tmp/x");
-  EXPECT_TRUE(c->remote_enabled);
-  EXPECT_EQ(c->s3.access_key, "k");
+  EXPECT_EQ(c->disk.dir, "/tmp/x");
+  EXPECT_TRUE(c->remote.enabled());
+  EXPECT_EQ(c->remote.access_key, "k");
   EXPECT_EQ(c->remote.max_inflight, 3);
-  EXPECT_EQ(c->copy_concurrency, 2);
-  EXPECT_EQ(c->read_chunk_bytes, 65536u);
+  EXPECT_EQ(c->copier.concurrency, 2);
+  EXPECT_EQ(c->read.chunk_bytes, 65536u);
   const std::pair<const char*, const char*> bad[] = {
-      {"memory: {budget_bytes: 1}", "t.yaml: disk: required"},
-      {"disk: {dir: /x, budget_bytes: lots}", "t.yaml: disk.budget_bytes: invalid value 'lots'"},
-      {"disk: {dir: /x, colour: red}", "t.yaml: disk.colour: unknown key"},
-      {"disk: {dir: /x, max_inflight: 0}", "t.yaml: disk.max_inflight: must be 1..256"},
-      {"disk: {dir: /x}\nremote: {endpoint: nowhere, bucket: b}", "t.yaml: remote.endpoint"},
-      {"disk: [1, 2", "t.yaml: YAML:"},
-      {"- 1\n- 2", "t.yaml: expected a mapping"},
+      {"memory: {budget_bytes: 1}", "t.yaml: disk.dir: required"},
+      {"disk: {dir: /x, budget_bytes: lots}",
+       "t.yaml:1:31: disk.budget_bytes: expected an integer, got 'lots'"},
+      {"disk: {dir: /x, colour: red}", "t.yaml:1:17: disk.colour: unknown key"},
+      {"disk: {dir: /x, max_inflight: 0}",
+       "t.yaml:1:31: disk.max_inflight: 0 is out of range [1, 256]"},
+      {"disk: {dir: /x}\nremote: {endpoint: nowhere, bucket: b}",
+       "t.yaml: remote.endpoint: expected http://host:port, got 'nowhere'"},
+      {"disk: {dir: /x}\nremote: {endpoint: 'http://h:1'}", "t.yaml: remote.bucket: required"},
+      {"disk: [1, 2", "t.yaml:1:1: YAML syntax error: end of sequence flow not found"},
+      {"- 1\n- 2", "t.yaml:1:1: (top level): expected a mapping, got a list"},
   };
   for (const auto& [yaml, want] : bad) {
     auto r = ParseStoreConfig(yaml, "t.yaml");

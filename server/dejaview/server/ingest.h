@@ -1,7 +1,9 @@
 // The server's ingest: answers upload-protocol messages (docs/upload-protocol.md) from many
-// agents on one ROUTER socket. A batch is ACKed only after its records are fsync'd in the delta
-// store and committed to the frame index; (vehicle, sensor, sequence) already indexed -- or
-// repeated inside the batch -- counts as a duplicate and is not stored again.
+// agents on one ROUTER socket. Each record is one object of the tiered store (docs/store.md),
+// durable on the local disk tier before the frame index commits it; a batch is ACKed only after
+// both. (vehicle, sensor, sequence) already indexed -- by this server or by another one sharing
+// the index -- or repeated inside the batch counts as a duplicate and is not stored again. The
+// store's copier moves committed objects to the remote tier lazily, off the acknowledged path.
 #pragma once
 
 #include <atomic>
@@ -11,8 +13,8 @@
 #include <set>
 #include <string>
 
-#include "dejaview/server/delta_store.h"
-#include "dejaview/server/frame_index.h"
+#include "dejaview/store/frame_index.h"
+#include "dejaview/store/store.h"
 #include "dejaview/transport/upload.h"
 
 namespace dv::server {
@@ -23,17 +25,12 @@ struct IngestStats {
   uint64_t records_stored = 0;
   uint64_t records_duplicate = 0;
   uint64_t bytes_received = 0;
-  uint64_t recovered_records = 0;     // indexed at start-up from the store
-  uint64_t recovered_torn_bytes = 0;  // truncated at start-up (never acknowledged)
 };
 
 class Ingest {
  public:
-  Ingest(DeltaStore* store, FrameIndex* index) : store_(store), index_(index) {}
+  Ingest(store::Store* store, store::FrameIndex* index) : store_(store), index_(index) {}
 
-  // Start-up repair: indexes every store record past each file's indexed end and truncates the
-  // torn tail an interrupted append left (that batch was never ACKed, so the agent resends it).
-  Status Recover();
   // One message from peer -> the reply to send back.
   transport::Message Handle(const std::string& peer, const uint8_t* data, size_t size);
   const IngestStats& stats() const { return stats_; }
@@ -44,8 +41,8 @@ class Ingest {
     std::set<uint32_t> sensors;
   };
   transport::Message HandleData(const std::string& peer, transport::Message msg);
-  DeltaStore* store_;
-  FrameIndex* index_;
+  store::Store* store_;
+  store::FrameIndex* index_;
   std::map<std::string, Peer> peers_;
   IngestStats stats_;
 };
@@ -53,7 +50,11 @@ class Ingest {
 struct ServerOptions {
   std::string listen = "tcp://127.0.0.1:5555";
   std::string store_dir;
-  std::string index_path;  // empty: STORE/index.sqlite
+  // Frame index: a SQLite path, sqlite:PATH or postgresql:CONNINFO; empty: STORE/index.sqlite.
+  std::string index_path;
+  // YAML of the storage tiers (docs/store.md, config/store.yaml); empty: the disk tier only.
+  // disk.dir defaults to store_dir.
+  std::string store_config;
   // CURVE: the server's secret key file; empty runs in the clear (loopback, tests). With it,
   // the ZAP handler admits the public keys of curve_allow_file (empty: any key, encryption only).
   std::string curve_key_file;

@@ -1,7 +1,6 @@
-// Reconstruction: stored deltas decoded with the exact map version each was encoded against
-// (MAPS/<version>/, every version still referenced is kept) into KITTI-style drives for
-// training and forensics: OUT/velodyne/NNNNNN.bin, poses.txt (the decoded T_map_sensor),
-// timestamps.txt (seconds) and frames.txt (vehicle sensor sequence drive map_version per line).
+// Reconstruction: a stored frame's object (one upload record, docs/spool-format.md) decoded with
+// the exact map version it was encoded against (MAPS/<version>/; every version still referenced
+// is kept).
 #pragma once
 
 #include <map>
@@ -9,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "dejaview/codec/codec.h"
 #include "dejaview/maps/route_map.h"
-#include "dejaview/server/delta_store.h"
-#include "dejaview/server/frame_index.h"
+#include "dejaview/store/frame_index.h"
 
 namespace dv::server {
 
@@ -28,15 +27,9 @@ class MapVersions {
   std::map<std::string, std::unique_ptr<maps::RouteMap>> open_;
 };
 
-struct ReconstructStats {
-  size_t frames = 0;
-  size_t points = 0;
-  uint64_t delta_bytes = 0;
-};
-
-// Decodes rows (in their order) into the drive folder out_dir.
-StatusOr<ReconstructStats> ReconstructFrames(const DeltaStore& store,
-                                             const std::vector<FrameRow>& rows, MapVersions* maps,
-                                             const std::string& out_dir);
+// Decodes the object the index row points at; the record inside must be the row's frame.
+StatusOr<codec::DecodedFrame> DecodeStoredFrame(const store::FrameRecord& row,
+                                                const std::vector<uint8_t>& object,
+                                                MapVersions* maps);
 
 }  // namespace dv::server

@@ -1,11 +1,13 @@
 // Store configuration, one YAML block per tier (example: config/store.yaml, keys in
-// docs/store.md). Remote credentials never live in the file: they come from the environment
-// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), as with every S3 tool.
+// docs/store.md), described by base/config.h's Schema like every other component. Remote
+// credentials never live in the file: they come from the environment (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY), as with every S3 tool.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "dejaview/base/config.h"
 #include "dejaview/base/status.h"
 #include "dejaview/store/s3_client.h"
 
@@ -16,29 +18,60 @@ struct TierLimits {
   double bandwidth_mbps = 1000;  // first guess of the tier's MB/s, replaced by measurements
 };
 
-struct StoreConfig {
-  uint64_t memory_budget_bytes = 256ull << 20;
-  TierLimits memory{4, 20000};
-  std::string disk_dir;  // required
-  uint64_t disk_budget_bytes = 64ull << 30;
-  bool disk_direct_io = false;  // reads bypass the page cache (O_DIRECT)
-  TierLimits disk{4, 2000};
-  bool remote_enabled = false;
-  S3Config s3;
-  std::string remote_prefix;
-  TierLimits remote{8, 500};
-  // Copier: the lazy background copy to the remote tier.
-  int copy_concurrency = 4;                  // packs uploading at once
+struct MemoryConfig {
+  uint64_t budget_bytes = 256ull << 20;
+  int max_inflight = 4;
+  double bandwidth_mbps = 20000;
+  TierLimits limits() const { return {max_inflight, bandwidth_mbps}; }
+};
+
+struct DiskConfig {
+  std::string dir;  // required
+  uint64_t budget_bytes = 64ull << 30;
+  bool direct_io = false;  // reads bypass the page cache (O_DIRECT)
+  int max_inflight = 4;
+  double bandwidth_mbps = 2000;
+  TierLimits limits() const { return {max_inflight, bandwidth_mbps}; }
+};
+
+// The YAML block is flat (remote.endpoint, remote.prefix, ...), so the S3 connection is a base
+// rather than a member: a Schema entry names a field of the block's own struct.
+struct RemoteConfig : S3Config {
+  std::string prefix;
+  int max_inflight = 8;
+  double bandwidth_mbps = 500;
+  bool enabled() const { return !endpoint.empty(); }  // no endpoint: no remote tier
+  TierLimits limits() const { return {max_inflight, bandwidth_mbps}; }
+};
+
+// The lazy background copy to the remote tier.
+struct CopierConfig {
+  int concurrency = 4;                       // packs uploading at once
   uint64_t pack_target_bytes = 8ull << 20;   // coalesce small objects up to this size
   uint64_t small_object_bytes = 1ull << 20;  // larger objects travel as a pack of one
   int coalesce_ms = 20;                      // wait this long for a pack to fill
-  std::string journal_path;                  // default: <disk_dir>/copy.journal
-  // Reads: chunk size of the multi-path split.
-  uint64_t read_chunk_bytes = 1ull << 20;
+  std::string journal;                       // default: <disk.dir>/copy.journal
 };
 
-// Parses YAML text; what names the source in errors ("store.yaml"). Reads credentials from
-// the environment when a remote block is present.
+struct ReadConfig {
+  uint64_t chunk_bytes = 1ull << 20;  // unit of the multi-path split
+};
+
+struct StoreConfig {
+  MemoryConfig memory;
+  DiskConfig disk;
+  RemoteConfig remote;
+  CopierConfig copier;
+  ReadConfig read;
+};
+
+const config::Schema<StoreConfig>& StoreSchema();
+// Checks what the schema cannot (disk.dir set, remote endpoint form and bucket) and, with a
+// remote tier, takes its credentials from the environment; what names the source in errors.
+Status FinishStoreConfig(const std::string& what, StoreConfig* config);
+// YAML text applied onto *config (keys the text sets replace the values already there), then
+// FinishStoreConfig.
+Status ApplyStoreConfig(const std::string& yaml, const std::string& what, StoreConfig* config);
 StatusOr<StoreConfig> ParseStoreConfig(const std::string& yaml, const std::string& what);
 StatusOr<StoreConfig> LoadStoreConfig(const std::string& path);
 

@@ -3,187 +3,269 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
-#include <cstring>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <mutex>
+#include <tuple>
 
 namespace dv::store {
 namespace {
 
-// One table in both back ends; sequence is stored as a signed 64-bit integer (same bits).
-constexpr const char* kSqliteSchema =
-    "CREATE TABLE IF NOT EXISTS frames (vehicle TEXT NOT NULL, sensor_id INTEGER NOT NULL,"
-    " sequence INTEGER NOT NULL, timestamp_ns INTEGER NOT NULL, object BLOB NOT NULL,"
-    " PRIMARY KEY (vehicle, sensor_id, sequence));"
-    "CREATE INDEX IF NOT EXISTS frames_by_time ON frames (vehicle, timestamp_ns);";
-constexpr const char* kPostgresSchema =
-    "SET client_min_messages = warning;"  // no "already exists" notices on every open
+using Row = std::vector<std::string>;
+
+// One schema and one set of statements for both back ends: parameters are $1..$N in order of
+// first use (SQLite numbers named parameters that way too) and travel as text, which SQLite's
+// column affinity and PostgreSQL's typed columns both convert. sequence is a signed 64-bit
+// integer holding the same bits.
+constexpr const char* kCreateTable =
     "CREATE TABLE IF NOT EXISTS frames (vehicle TEXT NOT NULL, sensor_id BIGINT NOT NULL,"
-    " sequence BIGINT NOT NULL, timestamp_ns BIGINT NOT NULL, object BYTEA NOT NULL,"
-    " PRIMARY KEY (vehicle, sensor_id, sequence));"
-    "CREATE INDEX IF NOT EXISTS frames_by_time ON frames (vehicle, timestamp_ns);";
+    " sequence BIGINT NOT NULL, drive TEXT NOT NULL, timestamp_ns BIGINT NOT NULL,"
+    " map_version TEXT NOT NULL, tx DOUBLE PRECISION NOT NULL, ty DOUBLE PRECISION NOT NULL,"
+    " tz DOUBLE PRECISION NOT NULL, qw DOUBLE PRECISION NOT NULL, qx DOUBLE PRECISION NOT NULL,"
+    " qy DOUBLE PRECISION NOT NULL, qz DOUBLE PRECISION NOT NULL, bytes BIGINT NOT NULL,"
+    " object TEXT NOT NULL, PRIMARY KEY (vehicle, sensor_id, sequence))";
+constexpr const char* kCreateIndex =
+    "CREATE INDEX IF NOT EXISTS frames_by_time ON frames (vehicle, timestamp_ns)";
+constexpr const char* kInsert =
+    "INSERT INTO frames VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+    " ON CONFLICT DO NOTHING RETURNING 1";
+constexpr const char* kColumns =
+    "SELECT vehicle, sensor_id, sequence, drive, timestamp_ns, map_version, tx, ty, tz, qw, qx,"
+    " qy, qz, bytes, object FROM frames";
 
-class SqliteFrameIndex : public FrameIndex {
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);  // round-trips every double
+  return buf;
+}
+
+Row ToParams(const FrameRecord& r) {
+  const Eigen::Vector3d t = r.T_map_sensor.translation();
+  const Eigen::Quaterniond q(r.T_map_sensor.rotation());
+  return {r.vehicle,
+          std::to_string(r.sensor_id),
+          std::to_string(int64_t(r.sequence)),
+          r.drive,
+          std::to_string(r.timestamp_ns),
+          r.map_version,
+          Num(t.x()),
+          Num(t.y()),
+          Num(t.z()),
+          Num(q.w()),
+          Num(q.x()),
+          Num(q.y()),
+          Num(q.z()),
+          std::to_string(int64_t(r.bytes)),
+          r.object.Hex()};
+}
+
+StatusOr<FrameRecord> FromRow(const Row& v, const std::string& where) {
+  if (v.size() != 15) return Status::Corruption(where + ": frames row has the wrong shape");
+  FrameRecord r;
+  try {
+    r.vehicle = v[0];
+    r.sensor_id = uint32_t(std::stoll(v[1]));
+    r.sequence = uint64_t(std::stoll(v[2]));
+    r.drive = v[3];
+    r.timestamp_ns = std::stoll(v[4]);
+    r.map_version = v[5];
+    double p[7];
+    for (int i = 0; i < 7; ++i) p[i] = std::stod(v[6 + i]);
+    r.T_map_sensor = Pose::Identity();
+    r.T_map_sensor.linear() =
+        Eigen::Quaterniond(p[3], p[4], p[5], p[6]).normalized().toRotationMatrix();
+    r.T_map_sensor.translation() = Eigen::Vector3d(p[0], p[1], p[2]);
+    r.bytes = uint64_t(std::stoll(v[13]));
+  } catch (const std::exception&) {  // std::sto* report bad text only by exception
+    return Status::Corruption(where + ": frames row of " + v[0] + " holds a non-number");
+  }
+  auto id = ObjectId::FromHex(v[14]);
+  if (!id.ok()) return Status::Corruption(where + ": frames.object: " + id.status().message());
+  r.object = *id;
+  return r;
+}
+
+// A database connection that runs one statement with text parameters and returns text rows.
+class Sql {
  public:
-  SqliteFrameIndex(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
-  ~SqliteFrameIndex() override { sqlite3_close(db_); }
+  virtual ~Sql() = default;
+  virtual StatusOr<std::vector<Row>> Run(const std::string& sql, const Row& params) = 0;
+  virtual const char* begin() const = 0;  // the statement that opens a write transaction
+  virtual const std::string& where() const = 0;
+};
 
-  Status Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      const std::string msg = err ? err : sqlite3_errmsg(db_);
-      sqlite3_free(err);
-      return Status::IoError(path_ + ": sqlite: " + msg);
+class SqliteSql : public Sql {
+ public:
+  SqliteSql(sqlite3* db, std::string path) : db_(db), where_(std::move(path)) {}
+  ~SqliteSql() override { sqlite3_close(db_); }
+  const char* begin() const override { return "BEGIN IMMEDIATE"; }  // writers queue at BEGIN
+  const std::string& where() const override { return where_; }
+
+  StatusOr<std::vector<Row>> Run(const std::string& sql, const Row& params) override {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+      return Status::IoError(where_ + ": sqlite: " + sqlite3_errmsg(db_));
     }
-    return Status::Ok();
-  }
-
-  StatusOr<bool> Insert(const FrameRecord& r) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    sqlite3_stmt* st = nullptr;
-    DV_RETURN_IF_ERROR(Prepare("INSERT OR IGNORE INTO frames VALUES (?1, ?2, ?3, ?4, ?5)", &st));
-    sqlite3_bind_text(st, 1, r.vehicle.data(), int(r.vehicle.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, r.sensor_id);
-    sqlite3_bind_int64(st, 3, int64_t(r.sequence));
-    sqlite3_bind_int64(st, 4, r.timestamp_ns);
-    sqlite3_bind_blob(st, 5, r.object.bytes.data(), int(ObjectId::kSize), SQLITE_TRANSIENT);
-    const int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return Status::IoError(path_ + ": insert: " + sqlite3_errmsg(db_));
-    return sqlite3_changes(db_) == 1;
-  }
-
-  StatusOr<std::vector<FrameRecord>> Query(const std::string& vehicle, int64_t t0_ns,
-                                           int64_t t1_ns) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    sqlite3_stmt* st = nullptr;
-    DV_RETURN_IF_ERROR(Prepare(
-        "SELECT sensor_id, sequence, timestamp_ns, object FROM frames WHERE vehicle = ?1 AND"
-        " timestamp_ns >= ?2 AND timestamp_ns < ?3 ORDER BY timestamp_ns, sensor_id, sequence",
-        &st));
-    sqlite3_bind_text(st, 1, vehicle.data(), int(vehicle.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, t0_ns);
-    sqlite3_bind_int64(st, 3, t1_ns);
-    std::vector<FrameRecord> out;
+    for (size_t i = 0; i < params.size(); ++i) {
+      sqlite3_bind_text(st, int(i + 1), params[i].data(), int(params[i].size()), SQLITE_TRANSIENT);
+    }
+    std::vector<Row> rows;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      FrameRecord r;
-      r.vehicle = vehicle;
-      r.sensor_id = uint32_t(sqlite3_column_int64(st, 0));
-      r.sequence = uint64_t(sqlite3_column_int64(st, 1));
-      r.timestamp_ns = sqlite3_column_int64(st, 2);
-      if (sqlite3_column_bytes(st, 3) != int(ObjectId::kSize)) {
-        sqlite3_finalize(st);
-        return Status::Corruption(path_ + ": frames.object is not a 32-byte id");
+      Row row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        if (sqlite3_column_type(st, c) == SQLITE_FLOAT) {  // SQLite's own text keeps 15 digits
+          row.push_back(Num(sqlite3_column_double(st, c)));
+          continue;
+        }
+        const auto* text = sqlite3_column_text(st, c);
+        row.emplace_back(text ? reinterpret_cast<const char*>(text) : "");
       }
-      std::memcpy(r.object.bytes.data(), sqlite3_column_blob(st, 3), ObjectId::kSize);
-      out.push_back(std::move(r));
+      rows.push_back(std::move(row));
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return Status::IoError(path_ + ": query: " + sqlite3_errmsg(db_));
-    return out;
-  }
-
-  StatusOr<uint64_t> Count() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    sqlite3_stmt* st = nullptr;
-    DV_RETURN_IF_ERROR(Prepare("SELECT COUNT(*) FROM frames", &st));
-    const int rc = sqlite3_step(st);
-    const uint64_t n = rc == SQLITE_ROW ? uint64_t(sqlite3_column_int64(st, 0)) : 0;
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW) return Status::IoError(path_ + ": count: " + sqlite3_errmsg(db_));
-    return n;
+    if (rc != SQLITE_DONE) return Status::IoError(where_ + ": sqlite: " + sqlite3_errmsg(db_));
+    return rows;
   }
 
  private:
-  Status Prepare(const char* sql, sqlite3_stmt** st) {
-    if (sqlite3_prepare_v2(db_, sql, -1, st, nullptr) != SQLITE_OK) {
-      return Status::IoError(path_ + ": prepare: " + sqlite3_errmsg(db_));
-    }
-    return Status::Ok();
-  }
   sqlite3* const db_;
-  const std::string path_;
-  std::mutex mu_;
+  const std::string where_;
 };
 
-class PostgresFrameIndex : public FrameIndex {
+class PostgresSql : public Sql {
  public:
-  explicit PostgresFrameIndex(PGconn* conn) : conn_(conn) {}
-  ~PostgresFrameIndex() override { PQfinish(conn_); }
+  explicit PostgresSql(PGconn* conn) : conn_(conn) {}
+  ~PostgresSql() override { PQfinish(conn_); }
+  const char* begin() const override { return "BEGIN"; }
+  const std::string& where() const override { return where_; }
 
-  // Runs sql with text parameters; the result is owned by the caller (PQclear).
-  StatusOr<PGresult*> Run(const char* sql, const std::vector<std::string>& params,
-                          ExecStatusType want) {
+  StatusOr<std::vector<Row>> Run(const std::string& sql, const Row& params) override {
     std::vector<const char*> values;
     for (const std::string& p : params) values.push_back(p.c_str());
-    // Without parameters PQexec runs several statements (the schema); with them, one.
-    PGresult* res = values.empty() ? PQexec(conn_, sql)
-                                   : PQexecParams(conn_, sql, int(values.size()), nullptr,
-                                                  values.data(), nullptr, nullptr, 0);
-    if (PQresultStatus(res) != want) {
+    PGresult* res = PQexecParams(conn_, sql.c_str(), int(values.size()), nullptr, values.data(),
+                                 nullptr, nullptr, 0);
+    const ExecStatusType status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       std::string msg = PQresultErrorMessage(res);
-      if (msg.empty()) msg = std::string("unexpected result ") + PQresStatus(PQresultStatus(res));
+      if (msg.empty()) msg = std::string("unexpected result ") + PQresStatus(status);
       PQclear(res);
       return Status::IoError("postgresql: " + msg.substr(0, msg.find_last_not_of('\n') + 1));
     }
-    return res;
-  }
-
-  StatusOr<bool> Insert(const FrameRecord& r) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    DV_ASSIGN_OR_RETURN(
-        PGresult * res,
-        Run("INSERT INTO frames VALUES ($1, $2, $3, $4, decode($5, 'hex')) ON CONFLICT DO NOTHING",
-            {r.vehicle, std::to_string(r.sensor_id), std::to_string(int64_t(r.sequence)),
-             std::to_string(r.timestamp_ns), r.object.Hex()},
-            PGRES_COMMAND_OK));
-    const bool inserted = std::string(PQcmdTuples(res)) == "1";
-    PQclear(res);
-    return inserted;
-  }
-
-  StatusOr<std::vector<FrameRecord>> Query(const std::string& vehicle, int64_t t0_ns,
-                                           int64_t t1_ns) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    DV_ASSIGN_OR_RETURN(
-        PGresult * res,
-        Run("SELECT sensor_id, sequence, timestamp_ns, encode(object, 'hex') FROM frames"
-            " WHERE vehicle = $1 AND timestamp_ns >= $2 AND timestamp_ns < $3"
-            " ORDER BY timestamp_ns, sensor_id, sequence",
-            {vehicle, std::to_string(t0_ns), std::to_string(t1_ns)}, PGRES_TUPLES_OK));
-    std::vector<FrameRecord> out;
+    std::vector<Row> rows(size_t(PQntuples(res)));
     for (int i = 0; i < PQntuples(res); ++i) {
-      FrameRecord r;
-      r.vehicle = vehicle;
-      r.sensor_id = uint32_t(std::stoll(PQgetvalue(res, i, 0)));
-      r.sequence = uint64_t(std::stoll(PQgetvalue(res, i, 1)));
-      r.timestamp_ns = std::stoll(PQgetvalue(res, i, 2));
-      auto id = ObjectId::FromHex(PQgetvalue(res, i, 3));
-      if (!id.ok()) {
-        PQclear(res);
-        return Status::Corruption("postgresql: frames.object: " + id.status().message());
-      }
-      r.object = *id;
-      out.push_back(std::move(r));
+      for (int c = 0; c < PQnfields(res); ++c) rows[size_t(i)].emplace_back(PQgetvalue(res, i, c));
     }
     PQclear(res);
-    return out;
-  }
-
-  StatusOr<uint64_t> Count() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    DV_ASSIGN_OR_RETURN(PGresult * res, Run("SELECT COUNT(*) FROM frames", {}, PGRES_TUPLES_OK));
-    const uint64_t n = uint64_t(std::stoll(PQgetvalue(res, 0, 0)));
-    PQclear(res);
-    return n;
+    return rows;
   }
 
  private:
   PGconn* const conn_;
-  std::mutex mu_;
+  const std::string where_ = "postgresql";
+};
+
+class SqlFrameIndex : public FrameIndex {
+ public:
+  explicit SqlFrameIndex(std::unique_ptr<Sql> sql) : sql_(std::move(sql)) {}
+
+  Status CreateSchema() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const char* s : {kCreateTable, kCreateIndex})
+      DV_RETURN_IF_ERROR(sql_->Run(s, {}).status());
+    return Status::Ok();
+  }
+  Sql* sql() { return sql_.get(); }
+
+  StatusOr<std::vector<bool>> Insert(const std::vector<FrameRecord>& records) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Rows are inserted in key order: two servers committing overlapping batches then take
+    // the key locks in the same order and wait for each other instead of deadlocking.
+    std::vector<size_t> order(records.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const FrameRecord &x = records[a], &y = records[b];
+      return std::tie(x.vehicle, x.sensor_id, x.sequence) <
+             std::tie(y.vehicle, y.sensor_id, y.sequence);
+    });
+    DV_RETURN_IF_ERROR(sql_->Run(sql_->begin(), {}).status());
+    std::vector<bool> fresh(records.size());
+    for (const size_t i : order) {
+      auto rows = sql_->Run(kInsert, ToParams(records[i]));
+      if (!rows.ok()) {
+        (void)sql_->Run("ROLLBACK", {});
+        return rows.status();
+      }
+      fresh[i] = rows->size() == 1;
+    }
+    DV_RETURN_IF_ERROR(sql_->Run("COMMIT", {}).status());
+    return fresh;
+  }
+
+  StatusOr<bool> Has(const std::string& vehicle, uint32_t sensor, uint64_t sequence) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    DV_ASSIGN_OR_RETURN(
+        const auto rows,
+        sql_->Run("SELECT 1 FROM frames WHERE vehicle = $1 AND sensor_id = $2 AND sequence = $3",
+                  {vehicle, std::to_string(sensor), std::to_string(int64_t(sequence))}));
+    return !rows.empty();
+  }
+
+  StatusOr<std::vector<FrameRecord>> Query(const FrameQuery& q) override {
+    // The position filter is a bounding box in SQL, then the exact sphere here.
+    std::string sql = std::string(kColumns) + " WHERE 1 = 1";
+    Row params;
+    auto where = [&](const std::string& clause, const std::string& value) {
+      params.push_back(value);
+      sql += " AND " + clause + " $" + std::to_string(params.size());
+    };
+    if (!q.vehicle.empty()) where("vehicle =", q.vehicle);
+    if (q.from_ns) where("timestamp_ns >=", std::to_string(*q.from_ns));
+    if (q.to_ns) where("timestamp_ns <", std::to_string(*q.to_ns));
+    if (q.near) {
+      const char* axes[] = {"tx", "ty", "tz"};
+      for (int a = 0; a < 3; ++a) {
+        where(std::string(axes[a]) + " >=", Num((*q.near)[a] - q.radius_m));
+        where(std::string(axes[a]) + " <=", Num((*q.near)[a] + q.radius_m));
+      }
+    }
+    sql += " ORDER BY vehicle, timestamp_ns, sensor_id, sequence";
+    std::vector<Row> rows;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      DV_ASSIGN_OR_RETURN(rows, sql_->Run(sql, params));
+    }
+    std::vector<FrameRecord> out;
+    for (const Row& row : rows) {
+      if (out.size() >= q.limit) break;
+      DV_ASSIGN_OR_RETURN(FrameRecord r, FromRow(row, sql_->where()));
+      if (q.near && (r.T_map_sensor.translation() - *q.near).norm() > q.radius_m) continue;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  StatusOr<uint64_t> Count() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    DV_ASSIGN_OR_RETURN(const auto rows, sql_->Run("SELECT COUNT(*) FROM frames", {}));
+    if (rows.size() != 1 || rows[0].size() != 1) {
+      return Status::Corruption(sql_->where() + ": count returned no row");
+    }
+    return uint64_t(std::strtoull(rows[0][0].c_str(), nullptr, 10));
+  }
+
+ private:
+  std::unique_ptr<Sql> sql_;
+  std::mutex mu_;  // one connection: one statement at a time
 };
 
 }  // namespace
+
+StatusOr<bool> FrameIndex::Insert(const FrameRecord& record) {
+  DV_ASSIGN_OR_RETURN(const std::vector<bool> fresh, Insert(std::vector<FrameRecord>{record}));
+  return bool(fresh[0]);
+}
 
 StatusOr<std::unique_ptr<FrameIndex>> OpenSqliteFrameIndex(const std::string& path) {
   sqlite3* db = nullptr;
@@ -192,10 +274,13 @@ StatusOr<std::unique_ptr<FrameIndex>> OpenSqliteFrameIndex(const std::string& pa
     sqlite3_close(db);
     return Status::IoError(path + ": sqlite open: " + msg);
   }
-  auto index = std::make_unique<SqliteFrameIndex>(db, path);
   sqlite3_busy_timeout(db, 10000);  // several processes may write one file
-  DV_RETURN_IF_ERROR(index->Exec("PRAGMA journal_mode=WAL;"));
-  DV_RETURN_IF_ERROR(index->Exec(kSqliteSchema));
+  auto index = std::make_unique<SqlFrameIndex>(std::make_unique<SqliteSql>(db, path));
+  // synchronous=FULL: a commit is on disk when it returns, which is what lets the server ACK.
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"}) {
+    DV_RETURN_IF_ERROR(index->sql()->Run(pragma, {}).status());
+  }
+  DV_RETURN_IF_ERROR(index->CreateSchema());
   return std::unique_ptr<FrameIndex>(std::move(index));
 }
 
@@ -207,17 +292,15 @@ StatusOr<std::unique_ptr<FrameIndex>> OpenPostgresFrameIndex(const std::string& 
     return Status::Unavailable("postgresql '" + conninfo +
                                "': " + msg.substr(0, msg.find_last_not_of('\n') + 1));
   }
-  auto index = std::make_unique<PostgresFrameIndex>(conn);
+  auto index = std::make_unique<SqlFrameIndex>(std::make_unique<PostgresSql>(conn));
   // Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog; servers starting
   // together take turns under a session advisory lock (the key is arbitrary but fixed).
-  const std::pair<const char*, ExecStatusType> steps[] = {
-      {"SELECT pg_advisory_lock(84460713)", PGRES_TUPLES_OK},
-      {kPostgresSchema, PGRES_COMMAND_OK},
-      {"SELECT pg_advisory_unlock(84460713)", PGRES_TUPLES_OK}};
-  for (const auto& [sql, want] : steps) {
-    DV_ASSIGN_OR_RETURN(PGresult * res, index->Run(sql, {}, want));
-    PQclear(res);
-  }
+  Sql* sql = index->sql();
+  DV_RETURN_IF_ERROR(sql->Run("SET client_min_messages = warning", {}).status());
+  DV_RETURN_IF_ERROR(sql->Run("SELECT pg_advisory_lock(84460713)", {}).status());
+  const Status created = index->CreateSchema();
+  DV_RETURN_IF_ERROR(sql->Run("SELECT pg_advisory_unlock(84460713)", {}).status());
+  DV_RETURN_IF_ERROR(created);
   return std::unique_ptr<FrameIndex>(std::move(index));
 }
 
@@ -227,8 +310,10 @@ StatusOr<std::unique_ptr<FrameIndex>> OpenFrameIndex(const std::string& uri) {
     const std::string rest = uri.substr(11);
     return OpenPostgresFrameIndex(rest.rfind("//", 0) == 0 ? uri : rest);
   }
+  const size_t colon = uri.find(':');
+  if (colon == std::string::npos || uri.find('/') < colon) return OpenSqliteFrameIndex(uri);
   return Status::InvalidArgument("frame index '" + uri +
-                                 "': expected sqlite:PATH or postgresql:CONNINFO");
+                                 "': expected sqlite:PATH, postgresql:CONNINFO or a file path");
 }
 
 }  // namespace dv::store

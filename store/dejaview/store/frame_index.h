@@ -1,15 +1,19 @@
-// Frame index: which stored object holds each frame, keyed by (vehicle, sensor, sequence), for
-// look-ups by drive and time. SQLite is the embedded default; PostgreSQL is the fleet back end
-// behind the same interface, so that several ingest servers share one index and deduplicate
-// against each other. A caller may rely on: for one key, exactly one Insert ever returns true,
-// across threads, processes and servers (the database's primary key decides, not the caller).
+// Frame index: where each stored frame is, keyed by (vehicle, sensor, sequence), with what the
+// forensic look-up and the training export filter on (time, position). SQLite is the embedded
+// default; PostgreSQL is the fleet back end behind the same interface, so that several ingest
+// servers share one index and deduplicate against each other. A caller may rely on: for one
+// key, exactly one Insert ever reports it new, across threads, processes and servers (the
+// database's primary key decides, not the caller); an Insert of several records is one
+// durable transaction.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dejaview/base/pose.h"
 #include "dejaview/base/status.h"
 #include "dejaview/store/object_id.h"
 
@@ -17,24 +21,39 @@ namespace dv::store {
 
 struct FrameRecord {
   std::string vehicle;
+  std::string drive;
   uint32_t sensor_id = 0;
   uint64_t sequence = 0;
   int64_t timestamp_ns = 0;
-  ObjectId object;  // the stored object holding the frame
+  std::string map_version;  // empty: intra-coded
+  Pose T_map_sensor = Pose::Identity();
+  uint64_t bytes = 0;  // delta payload size
+  ObjectId object;     // the stored object holding the frame
+};
+
+struct FrameQuery {
+  std::string vehicle;                    // empty: any
+  std::optional<int64_t> from_ns, to_ns;  // from_ns <= timestamp < to_ns
+  std::optional<Eigen::Vector3d> near;    // with radius_m: sensor position within the sphere
+  double radius_m = 0;
+  size_t limit = 100'000'000;
 };
 
 class FrameIndex {
  public:
   virtual ~FrameIndex() = default;
-  // True when this call recorded the frame; false when its key was already present.
-  virtual StatusOr<bool> Insert(const FrameRecord& record) = 0;
-  // Frames of vehicle with t0_ns <= timestamp < t1_ns, by timestamp, sensor, sequence.
-  virtual StatusOr<std::vector<FrameRecord>> Query(const std::string& vehicle, int64_t t0_ns,
-                                                   int64_t t1_ns) = 0;
+  // One transaction; element i is true when records[i] is new (this call recorded it).
+  virtual StatusOr<std::vector<bool>> Insert(const std::vector<FrameRecord>& records) = 0;
+  virtual StatusOr<bool> Has(const std::string& vehicle, uint32_t sensor, uint64_t sequence) = 0;
+  // Frames matching q, by vehicle, timestamp, sensor, sequence.
+  virtual StatusOr<std::vector<FrameRecord>> Query(const FrameQuery& q) = 0;
   virtual StatusOr<uint64_t> Count() = 0;
+
+  StatusOr<bool> Insert(const FrameRecord& record);
 };
 
-// "sqlite:PATH" or "postgresql:CONNINFO" (libpq key=value conninfo or a postgresql:// URI).
+// "sqlite:PATH", "postgresql:CONNINFO" (libpq key=value conninfo or a postgresql:// URI), or a
+// bare path (SQLite).
 StatusOr<std::unique_ptr<FrameIndex>> OpenFrameIndex(const std::string& uri);
 StatusOr<std::unique_ptr<FrameIndex>> OpenSqliteFrameIndex(const std::string& path);
 StatusOr<std::unique_ptr<FrameIndex>> OpenPostgresFrameIndex(const std::string& conninfo);

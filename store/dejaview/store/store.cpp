@@ -18,28 +18,29 @@ struct Reader::Slot {
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const StoreConfig& config) {
   std::unique_ptr<Store> store(new Store(config));
-  store->memory_ = std::make_unique<MemoryTier>(config.memory_budget_bytes);
+  store->memory_ = std::make_unique<MemoryTier>(config.memory.budget_bytes);
   // Objects and the journal side by side: the tier owns every file under objects/.
   DV_ASSIGN_OR_RETURN(store->disk_,
-                      DiskTier::Open(config.disk_dir + "/objects", config.disk_budget_bytes,
-                                     config.disk_direct_io));
-  store->paths_.push_back(std::make_unique<TierPath>(store->memory_.get(), config.memory));
-  store->paths_.push_back(std::make_unique<TierPath>(store->disk_.get(), config.disk));
-  if (config.remote_enabled) {
-    DV_ASSIGN_OR_RETURN(store->remote_, RemoteTier::Open(config.s3, config.remote_prefix));
+                      DiskTier::Open(config.disk.dir + "/objects", config.disk.budget_bytes,
+                                     config.disk.direct_io));
+  store->paths_.push_back(std::make_unique<TierPath>(store->memory_.get(), config.memory.limits()));
+  store->paths_.push_back(std::make_unique<TierPath>(store->disk_.get(), config.disk.limits()));
+  if (config.remote.enabled()) {
+    DV_ASSIGN_OR_RETURN(store->remote_, RemoteTier::Open(config.remote, config.remote.prefix));
     for (const std::string& why : store->remote_->unreadable_packs()) {
       spdlog::warn("remote tier: pack left out of the index until its copy is redone: {}", why);
     }
-    store->paths_.push_back(std::make_unique<TierPath>(store->remote_.get(), config.remote));
+    store->paths_.push_back(
+        std::make_unique<TierPath>(store->remote_.get(), config.remote.limits()));
     JournalState state;
     const std::string journal =
-        config.journal_path.empty() ? config.disk_dir + "/copy.journal" : config.journal_path;
+        config.copier.journal.empty() ? config.disk.dir + "/copy.journal" : config.copier.journal;
     DV_ASSIGN_OR_RETURN(store->journal_, CopyJournal::Open(journal, &state));
     if (state.dropped_tail_bytes > 0) {
       spdlog::warn("{}: dropped a torn tail of {} bytes", journal, state.dropped_tail_bytes);
     }
     DV_RETURN_IF_ERROR(store->Recover(std::move(state)));
-    for (int i = 0; i < config.copy_concurrency; ++i) {
+    for (int i = 0; i < config.copier.concurrency; ++i) {
       store->copiers_.emplace_back([s = store.get()] { s->CopyWorker(); });
     }
   }
@@ -98,26 +99,46 @@ void Store::FreeDisk(uint64_t need) {
   }
 }
 
-StatusOr<ObjectId> Store::Put(const uint8_t* data, size_t size) {
+StatusOr<ObjectId> Store::Put(const uint8_t* data, size_t size, bool hold_copy) {
   const ObjectId id = ComputeId(data, size);
   memory_->Put(id, data, size).ok();  // a cache: an object over its budget simply is not kept
-  if (disk_->Has(id)) return id;
-  if (remote_) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (copied_.count(id) || remote_->Has(id)) return id;
-  }
-  FreeDisk(size);
-  DV_RETURN_IF_ERROR(disk_->Put(id, data, size));
-  if (remote_) {
-    {
+  if (!disk_->Has(id)) {
+    if (remote_) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!queued_.insert(id).second) return id;  // a concurrent Put of the same bytes
-      pending_.push_back({id, size, Clock::now()});
-      pending_bytes_ += size;
+      if (copied_.count(id) || remote_->Has(id)) return id;
     }
-    copy_cv_.notify_one();
+    FreeDisk(size);
+    DV_RETURN_IF_ERROR(disk_->Put(id, data, size));
   }
+  if (!hold_copy) ReleaseCopies({id});
   return id;
+}
+
+void Store::ReleaseCopies(const std::vector<ObjectId>& ids) {
+  if (!remote_) return;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ObjectId& id : ids) {
+      if (copied_.count(id) || remote_->Has(id)) continue;
+      auto size = disk_->Size(id);
+      if (!size.ok() || !queued_.insert(id).second) continue;  // not here, or already queued
+      pending_.push_back({id, *size, Clock::now()});
+      pending_bytes_ += *size;
+      queued = true;
+    }
+  }
+  if (queued) copy_cv_.notify_all();
+}
+
+Status Store::Discard(const ObjectId& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queued_.count(id) || copied_.count(id)) return Status::Ok();
+  }
+  (void)memory_->Delete(id);
+  const Status st = disk_->Delete(id);
+  return st.code() == Status::Code::kNotFound ? Status::Ok() : st;
 }
 
 // Takes the next batch: a redo, one large object, or small objects up to pack_target_bytes.
@@ -135,21 +156,23 @@ bool Store::TakeBatch(std::unique_lock<std::mutex>& lock, Batch* batch) {
       continue;
     }
     uint64_t small_bytes = 0;
-    bool large = pending_.front().size > config_.small_object_bytes;
-    for (size_t i = 0; !large && i < pending_.size() && small_bytes < config_.pack_target_bytes;
-         ++i) {
+    bool large = pending_.front().size > config_.copier.small_object_bytes;
+    for (size_t i = 0;
+         !large && i < pending_.size() && small_bytes < config_.copier.pack_target_bytes; ++i) {
       small_bytes += pending_[i].size;
     }
-    const auto deadline = pending_.front().since + std::chrono::milliseconds(config_.coalesce_ms);
-    if (!large && small_bytes < config_.pack_target_bytes && Clock::now() < deadline) {
+    const auto deadline =
+        pending_.front().since + std::chrono::milliseconds(config_.copier.coalesce_ms);
+    if (!large && small_bytes < config_.copier.pack_target_bytes && Clock::now() < deadline) {
       copy_cv_.wait_until(lock, deadline);
       continue;
     }
     uint64_t bytes = 0;
     while (!pending_.empty()) {
       const Pending& p = pending_.front();
-      const bool is_large = p.size > config_.small_object_bytes;
-      if (!batch->members.empty() && (is_large || bytes + p.size > config_.pack_target_bytes)) {
+      const bool is_large = p.size > config_.copier.small_object_bytes;
+      if (!batch->members.empty() &&
+          (is_large || bytes + p.size > config_.copier.pack_target_bytes)) {
         break;
       }
       batch->members.push_back(p);
@@ -303,7 +326,7 @@ void Reader::Plan(size_t index) {
     return;
   }
   slot->bytes.resize(size);
-  const uint64_t chunk = store_->config_.read_chunk_bytes;
+  const uint64_t chunk = store_->config_.read.chunk_bytes;
   const uint64_t chunks = size == 0 ? 1 : (size + chunk - 1) / chunk;  // an empty object: one
   std::vector<bool> used(sources.size(), false);
   std::vector<std::pair<TierPath*, std::pair<uint64_t, uint64_t>>> plan;

@@ -81,8 +81,14 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Seals data as an object; returns once it is durable (on disk, or already remote).
-  StatusOr<ObjectId> Put(const uint8_t* data, size_t size);
+  // Seals data as an object; returns once it is durable (on disk, or already remote). With
+  // hold_copy the copier leaves it alone until ReleaseCopies: a caller that records a reference
+  // elsewhere first (the frame index) releases what it committed and discards what another
+  // writer had already stored, so that a shared bucket never receives the object twice.
+  StatusOr<ObjectId> Put(const uint8_t* data, size_t size, bool hold_copy = false);
+  void ReleaseCopies(const std::vector<ObjectId>& ids);
+  // Deletes a held object from memory and disk; one already queued or copied is kept.
+  Status Discard(const ObjectId& id);
   StatusOr<std::vector<uint8_t>> Get(const ObjectId& id);
   std::unique_ptr<Reader> Read(std::vector<ObjectId> ids, const ReadOptions& options = {});
   // Waits until every acknowledged object is remote; kUnavailable after timeout_ms.

@@ -1,0 +1,112 @@
+#include "dejaview/server/batch_format.h"
+
+#include "dejaview/base/bytes.h"
+#include "dejaview/base/crc32c.h"
+
+namespace dv::server {
+namespace {
+
+constexpr size_t kMaxNameBytes = 128;  // as transport's record names
+
+void EncodeFrame(const BatchFrame& f, ByteWriter* w) {
+  w->Str(f.vehicle);
+  w->Str(f.drive);
+  w->U32(f.sensor_id);
+  w->U64(f.sequence);
+  w->I64(f.timestamp_ns);
+  w->Str(f.map_version);
+  const Eigen::Matrix<double, 3, 4> m = f.T_map_sensor.matrix().topRows<3>();
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 4; ++c) w->F64(m(r, c));
+  }
+  w->U32(uint32_t(f.cloud.size()));
+  for (size_t i = 0; i < f.cloud.size(); ++i) {
+    for (int a = 0; a < 3; ++a) w->F32(f.cloud.xyz[i][a]);
+    w->F32(f.cloud.intensity[i]);
+  }
+}
+
+StatusOr<BatchFrame> DecodeFrame(ByteReader* r, const std::string& what) {
+  BatchFrame f;
+  double m[12] = {};
+  uint32_t points = 0;
+  r->Str(&f.vehicle, kMaxNameBytes);
+  r->Str(&f.drive, kMaxNameBytes);
+  r->U32(&f.sensor_id);
+  r->U64(&f.sequence);
+  r->I64(&f.timestamp_ns);
+  r->Str(&f.map_version, kMaxNameBytes);
+  for (double& v : m) r->F64(&v);
+  if (!r->U32(&points)) return Status::Corruption(what + ": truncated header");
+  if (uint64_t(points) * 16 != r->remaining()) {
+    return Status::Corruption(what + ": " + std::to_string(points) + " points need " +
+                              std::to_string(uint64_t(points) * 16) + " bytes, frame has " +
+                              std::to_string(r->remaining()));
+  }
+  for (int row = 0; row < 3; ++row) {
+    for (int c = 0; c < 4; ++c) f.T_map_sensor.matrix()(row, c) = m[row * 4 + c];
+  }
+  f.cloud.reserve(points);
+  for (uint32_t i = 0; i < points; ++i) {
+    float v[4] = {0, 0, 0, 0};
+    for (float& x : v) r->F32(&x);
+    f.cloud.push_back(Eigen::Vector3f(v[0], v[1], v[2]), v[3]);
+  }
+  return f;
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeBatch(const std::vector<BatchFrame>& frames) {
+  ByteWriter w;
+  w.U32(kBatchMagic);
+  w.U32(kBatchVersion);
+  w.U32(uint32_t(frames.size()));
+  for (const BatchFrame& f : frames) {
+    ByteWriter body;
+    EncodeFrame(f, &body);
+    w.U32(uint32_t(body.size()));
+    w.U32(crc32c::Mask(crc32c::Value(body.buffer().data(), body.size())));
+    w.Bytes(body.buffer().data(), body.size());
+  }
+  return w.Take();
+}
+
+StatusOr<std::vector<BatchFrame>> DecodeBatch(const uint8_t* data, size_t size) {
+  ByteReader r(data, size);
+  uint32_t magic = 0, version = 0, count = 0;
+  r.U32(&magic);
+  r.U32(&version);
+  if (!r.U32(&count)) return Status::Corruption("batch: truncated header");
+  if (magic != kBatchMagic) return Status::Corruption("batch: bad magic (not a DVXB file)");
+  if (version != kBatchVersion) {
+    return Status::Corruption("batch: version " + std::to_string(version) + ", expected 1");
+  }
+  if (count > kMaxBatchFrames) {
+    return Status::Corruption("batch: frame count " + std::to_string(count) + " over " +
+                              std::to_string(kMaxBatchFrames));
+  }
+  std::vector<BatchFrame> frames;
+  for (uint32_t i = 0; i < count; ++i) {
+    const std::string what = "batch: frame " + std::to_string(i);
+    uint32_t length = 0, crc = 0;
+    r.U32(&length);
+    if (!r.U32(&crc)) return Status::Corruption(what + ": truncated frame header");
+    const uint8_t* body = nullptr;
+    if (length > kMaxBatchFrameBytes || !r.View(&body, length)) {
+      return Status::Corruption(what + ": length " + std::to_string(length) + " past the end");
+    }
+    if (crc32c::Unmask(crc) != crc32c::Value(body, length)) {
+      return Status::Corruption(what + ": CRC mismatch");
+    }
+    ByteReader fr(body, length);
+    DV_ASSIGN_OR_RETURN(BatchFrame f, DecodeFrame(&fr, what));
+    frames.push_back(std::move(f));
+  }
+  if (r.remaining() != 0) {
+    return Status::Corruption("batch: " + std::to_string(r.remaining()) + " trailing bytes");
+  }
+  return frames;
+}
+
+}  // namespace dv::server

@@ -1,0 +1,57 @@
+// Training export: the frames of a query streamed as batches of reconstructed point clouds, at
+// the rate a training job consumes them (BRIEF §2.3, BOOST as the consumer). Objects come through
+// the store's multi-path reader, which prefetches in exactly the order the export will ask, so
+// the tiers work ahead of the decoder; the order is the index's (vehicle, time, sensor,
+// sequence) or a seeded shuffle of it, the same on every run and every machine.
+//
+// Layouts: kitti writes OUT/velodyne/NNNNNN.bin (the export position) with poses.txt,
+// timestamps.txt and frames.txt as `dejaview decode` does; packed writes one
+// OUT/batch-NNNNNN.dvxb per batch (docs/export-format.md) and frames.txt. Every file is written
+// atomically, so an export killed midway and run again produces the complete, identical output.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dejaview/server/batch_format.h"
+#include "dejaview/server/reconstruct.h"
+#include "dejaview/store/store.h"
+
+namespace dv::server {
+
+struct ExportOptions {
+  std::string layout = "kitti";  // kitti | packed
+  size_t batch_frames = 32;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  store::ReadOptions read;  // which tiers, how far ahead
+};
+
+struct ExportStats {
+  size_t frames = 0, batches = 0, points = 0;
+  uint64_t stored_bytes = 0;  // objects read from the store
+  uint64_t output_bytes = 0;  // reconstructed x, y, z, intensity (16 bytes a point)
+  double seconds = 0;
+  double frames_per_s() const { return seconds > 0 ? double(frames) / seconds : 0; }
+  double output_mb_per_s() const { return seconds > 0 ? double(output_bytes) / seconds / 1e6 : 0; }
+  double stored_mb_per_s() const { return seconds > 0 ? double(stored_bytes) / seconds / 1e6 : 0; }
+};
+
+// The export order of n rows: 0..n-1, or a Fisher-Yates shuffle drawn from mt19937_64(seed)
+// (its output is fixed by the C++ standard; std::shuffle's use of it is not).
+std::vector<size_t> ExportOrder(size_t n, bool shuffle, uint64_t seed);
+
+// Calls sink with each batch, in export order; the first error stops the stream.
+using BatchSink = std::function<Status(size_t batch_index, const std::vector<BatchFrame>& batch)>;
+StatusOr<ExportStats> StreamFrames(store::Store* store, const std::vector<store::FrameRecord>& rows,
+                                   MapVersions* maps, const ExportOptions& options,
+                                   const BatchSink& sink);
+
+// StreamFrames into out_dir in options.layout.
+StatusOr<ExportStats> ExportFrames(store::Store* store, const std::vector<store::FrameRecord>& rows,
+                                   MapVersions* maps, const ExportOptions& options,
+                                   const std::string& out_dir);
+
+}  // namespace dv::server
