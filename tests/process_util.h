@@ -52,6 +52,15 @@ class Process {
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return status_;
   }
+  // True while the child runs; once it has exited, reaps it and keeps its status for Wait().
+  bool running() {
+    if (pid_ <= 0) return false;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == 0) return true;
+    pid_ = -1;
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
 
  private:
   pid_t pid_ = -1;

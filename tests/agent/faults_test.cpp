@@ -25,6 +25,7 @@
 #include "dejaview/base/kitti.h"
 #include "dejaview/server/storage.h"
 #include "dejaview/transport/spool.h"
+#include "process_util.h"
 #include "testutil.h"
 
 namespace dv {
@@ -60,49 +61,7 @@ std::string MakeDrive(const std::string& dir, size_t n, size_t points) {
   return drive;
 }
 
-class Process {
- public:
-  Process(std::vector<std::string> argv, const std::string& log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-  }
-  ~Process() {
-    if (pid_ > 0) {
-      Signal(SIGKILL);
-      Wait();
-    }
-  }
-  void Signal(int sig) {
-    if (pid_ > 0) ::kill(pid_, sig);
-  }
-  // Exit status (or 128 + signal); -1 when it is still running after timeout_s.
-  int Wait(double timeout_s = 30) {
-    if (pid_ <= 0) return status_;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    int st = 0;
-    while (::waitpid(pid_, &st, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > end) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return status_;
-  }
-  bool running() { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
-
- private:
-  pid_t pid_ = -1;
-  int status_ = -1;
-};
+using test::Process;
 
 bool WaitFor(const std::function<bool()>& cond, double timeout_s = 20) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
