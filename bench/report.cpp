@@ -302,8 +302,9 @@ Status RenderFramesPng(const std::vector<RenderedFrame>& frames, const std::stri
      << "set palette rgb 33,13,10\nunset key\n";
   for (size_t k = 0; k < frames.size(); ++k) {
     const std::string d = "'" + base + ".dat' index " + std::to_string(k);
-    const std::string name =
-        frames[k].title + " (" + std::to_string(frames[k].cloud->size()) + " points)";
+    std::string name;  // inside gnuplot's single quotes, where a quote is written twice
+    for (char c : frames[k].title) name += c == '\'' ? std::string("''") : std::string(1, c);
+    name += " (" + std::to_string(frames[k].cloud->size()) + " points)";
     gp << "set size ratio -1\nset xrange [-40:40]\nset yrange [-40:40]\n"
        << "set xlabel 'x (m)'\nset ylabel 'y (m)'\nset cbrange [-3:3]\nset cblabel 'z (m)'\n"
        << "set title '" << name << ": top-down, by height'\n"

@@ -58,7 +58,7 @@ TEST(CliRender, OneRowOfThreePanelsPerFrame) {
   const std::string frame = test::KittiSeq("07") + "/velodyne/000000.bin";
   std::string out;
   ASSERT_EQ(test::RunCli("render " + frame + " " + test::FixturePath("kitti_tiny.bin") +
-                             " --title real --out " + dir + "/two.png",
+                             " --title \"it's real\" --out " + dir + "/two.png",
                          &out),
             0)
       << out;
