@@ -32,10 +32,10 @@ echo "== Tests (thread sanitizer: the agent pipeline)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEJAVIEW_TSAN=ON \
   -DDEJAVIEW_WERROR=ON >/dev/null
 cmake --build build-tsan -j "$JOBS" --target agent_test agent_server_faults_test
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/agent/agent_test \
-  --gtest_brief=1
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  build-tsan/tests/agent/agent_server_faults_test --gtest_brief=1
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+build-tsan/tests/agent/agent_test --gtest_brief=1
+build-tsan/tests/agent/agent_server_faults_test --gtest_brief=1
+unset TSAN_OPTIONS
 
 echo "== clang-format"
 files=$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
