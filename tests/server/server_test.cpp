@@ -324,6 +324,33 @@ TEST_F(Auth, KeysDirectoryProblemsNameTheFile) {
   EXPECT_EQ(s.message(), "server: CURVE needs a keys directory (--keys-dir)");
 }
 
+// Names become paths on the server (drive folders, map versions): a record naming a parent
+// directory is refused whole, with the field named, before anything is stored.
+TEST(Limits, NamesThatWouldEscapeTheirFolderAreRefused) {
+  const std::string dir = test::ScratchDir();
+  ServerOptions o;
+  IngestStats stats;
+  o.stats_out = &stats;
+  {
+    RunningServer server(dir, o);
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(server.endpoint());
+    Exchange(&dealer, Hello());
+    for (const char* field : {"drive", "map_version"}) {
+      transport::SpoolRecord r = Rec(0, 1);
+      (std::string(field) == "drive" ? r.meta.drive : r.meta.map_version) = "../../etc";
+      const Message m = Exchange(&dealer, Data(1, {r}));
+      EXPECT_EQ(m.reason, NackReason::kBadMessage);
+      EXPECT_NE(m.detail.find(std::string(field) + ": starts with '.'"), std::string::npos)
+          << m.detail;
+    }
+  }
+  EXPECT_EQ(stats.records_stored, 0u);
+  EXPECT_EQ(stats.batches_nacked, 2u);
+}
+
 TEST(Limits, RateLimitDefersABatchAndItsResendIsStored) {
   const std::string dir = test::ScratchDir();
   ServerOptions o;
