@@ -1,14 +1,20 @@
-// A child process for tests that run the real binaries (server, CLI): fork + execv with stdout
-// and stderr appended to a log file, SIGKILL and reaping at scope exit.
+// A child process for tests and benchmarks that run the real binaries (agent, server, CLI):
+// fork + execv with stdout and stderr appended to a log file, SIGKILL and reaping at scope
+// exit; and a Prometheus scrape of a child's /metrics.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +58,7 @@ class Process {
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return status_;
   }
+  pid_t pid() const { return pid_; }
   // True while the child runs; once it has exited, reaps it and keeps its status for Wait().
   bool running() {
     if (pid_ <= 0) return false;
@@ -76,6 +83,38 @@ inline bool WaitUntil(const std::function<bool()>& done, double timeout_s = 30) 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// GET /metrics from 127.0.0.1:port -> {series: value}; empty when nothing answers.
+inline std::map<std::string, double> ScrapeMetrics(int port) {
+  std::map<std::string, double> out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return out;
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string body;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, size_t(n));
+  ::close(fd);
+  const size_t head = body.find("\r\n\r\n");
+  if (head == std::string::npos) return out;
+  std::istringstream in(body.substr(head + 4));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  }
+  return out;
 }
 
 }  // namespace dv::test

@@ -2,11 +2,9 @@
 // dejaview-server as real processes on loopback sockets with real spool and store files,
 // killed with SIGKILL at pseudo-random (seeded) points. Waits are bounded polls on observable
 // state (files, /metrics), never timing assertions.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +15,6 @@
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -78,35 +75,6 @@ std::string ReadTrimmed(const std::string& path) {
   std::string s = *t;
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
-}
-
-// GET /metrics from the agent -> {name: value}; empty when it does not answer.
-std::map<std::string, double> Metrics(int port) {
-  std::map<std::string, double> out;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return out;
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string body;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, size_t(n));
-  ::close(fd);
-  std::istringstream in(body.substr(body.find("\r\n\r\n") + 4));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
-  }
-  return out;
 }
 
 struct Config {
@@ -203,7 +171,8 @@ TEST_F(System, AgentKilledAtRandomPointsLosesNothingThatReachedTheSpool) {
     auto agent = StartAgent(config, false, &port);
     // A random point of progress: after k frames reached the spool this run.
     const double k = std::uniform_int_distribution<int>(5, int(n) - 10)(rng);
-    ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] >= k; }));
+    ASSERT_TRUE(WaitFor(
+        [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] >= k; }));
     agent->Signal(SIGKILL);
     EXPECT_EQ(agent->Wait(), 128 + SIGKILL);
     const std::set<uint64_t> pending = PendingInSpool(c.spool);
@@ -250,19 +219,20 @@ TEST_F(System, LinkCutAndServerKilledSpoolGrowsThenDrains) {
   int port = 0;
   auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), true, &port);
   // Link down (no "up" yet): the spool grows and nothing leaves the vehicle.
-  ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_spool_records_pending"] >= 40; }));
-  EXPECT_EQ(Metrics(port)["dejaview_agent_upload_batches_sent_total"], 0);
+  ASSERT_TRUE(WaitFor(
+      [&] { return test::ScrapeMetrics(port)["dejaview_agent_spool_records_pending"] >= 40; }));
+  EXPECT_EQ(test::ScrapeMetrics(port)["dejaview_agent_upload_batches_sent_total"], 0);
   // Link up: uploads start; the server is killed mid-stream and comes back later.
   ASSERT_TRUE(WaitFor([&] {
     say("up");
-    return Metrics(port)["dejaview_agent_upload_batches_acked_total"] >= 3;
+    return test::ScrapeMetrics(port)["dejaview_agent_upload_batches_acked_total"] >= 3;
   }));
   server_->Signal(SIGKILL);
   EXPECT_EQ(server_->Wait(), 128 + SIGKILL);
-  const double pending_at_kill = Metrics(port)["dejaview_agent_spool_records_pending"];
+  const double pending_at_kill = test::ScrapeMetrics(port)["dejaview_agent_spool_records_pending"];
   ASSERT_TRUE(WaitFor([&] {
     say("up");
-    return Metrics(port)["dejaview_agent_spool_records_pending"] > pending_at_kill;
+    return test::ScrapeMetrics(port)["dejaview_agent_spool_records_pending"] > pending_at_kill;
   }));
   StartServer();
   ASSERT_TRUE(WaitFor(
@@ -292,8 +262,9 @@ TEST_F(System, DiskBudgetDropsOldestCountsAndKeepsRunning) {
   c.sync = "group_commit";
   int port = 0;
   auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
-  ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
-  const auto m = Metrics(port);
+  ASSERT_TRUE(WaitFor(
+      [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
+  const auto m = test::ScrapeMetrics(port);
   EXPECT_TRUE(agent->running());
   EXPECT_GT(m.at("dejaview_agent_spool_records_dropped_budget_total"), 0);
   EXPECT_LE(m.at("dejaview_agent_spool_bytes"), 96 << 10);
@@ -319,7 +290,8 @@ TEST_F(System, TornAndCorruptedSpoolIsRecoveredAndUploaded) {
   {
     int port = 0;
     auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
-    ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
+    ASSERT_TRUE(WaitFor(
+        [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
     agent->Signal(SIGTERM);
     ASSERT_EQ(agent->Wait(), 0);
   }
