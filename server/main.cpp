@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
         "                       [--port-file FILE]   (listen port 0 picks a free port)\n"
         "                       [--curve-key SECRET_FILE --keys-dir DIR]   (DIR/VEHICLE.public;\n"
         "                        SIGHUP reloads it: docs/security.md)\n"
-        "                       [--vehicle-rate BYTES_PER_S] [--vehicle-quota BYTES]  (0: none)\n");
+        "                       [--vehicle-rate BYTES_PER_S] [--vehicle-quota BYTES]  (0: none)\n"
+        "                       [--metrics 127.0.0.1:9101 [--metrics-port-file FILE]]\n");
     return args->Has("help") ? 0 : dv::cli::kUsage;
   }
   dv::server::ServerOptions o;
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
   o.store_config = args->Get("store-config");
   o.curve_key_file = args->Get("curve-key");
   o.keys_dir = args->Get("keys-dir");
+  o.metrics_listen = args->Get("metrics");
+  o.metrics_port_file = args->Get("metrics-port-file");
   o.reload = &g_reload;
   const auto rate = args->GetInt("vehicle-rate", 0);
   const auto quota = args->GetInt("vehicle-quota", 0);
