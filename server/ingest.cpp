@@ -5,6 +5,7 @@
 #include <tuple>
 #include <zmq.hpp>
 
+#include "dejaview/server/map_service.h"
 #include "dejaview/server/storage.h"
 
 namespace dv::server {
@@ -171,6 +172,8 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   DV_ASSIGN_OR_RETURN(Storage storage,
                       OpenStorage(options.store_dir, options.store_config, options.index_path));
   Ingest ingest(storage.store.get(), storage.index.get());
+  MapService map_service(options.maps_root);
+  if (!options.maps_root.empty()) spdlog::info("server: serving maps from {}", options.maps_root);
   {
     const store::StoreMetrics m = storage.store->Metrics();
     spdlog::info("server: store open, {} objects on disk, {} copies to resume",
@@ -233,10 +236,14 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
         extra = true;
       }
       const std::string peer(static_cast<const char*>(id.data()), id.size());
-      const Message reply =
-          extra ? Nack(0, NackReason::kBadMessage, "more than one frame")
-                : ingest.Handle(peer, static_cast<const uint8_t*>(body.data()), body.size());
-      const std::vector<uint8_t> out = transport::EncodeMessage(reply);
+      const auto* bytes = static_cast<const uint8_t*>(body.data());
+      // Map-sync requests share the socket (and its CURVE/ZAP): their first byte tells them
+      // apart from upload messages (docs/map-sync.md).
+      const std::vector<uint8_t> out =
+          extra ? transport::EncodeMessage(Nack(0, NackReason::kBadMessage, "more than one frame"))
+          : body.size() > 0 && bytes[0] == transport::kMapSyncMagic
+              ? map_service.Handle(bytes, body.size())
+              : transport::EncodeMessage(ingest.Handle(peer, bytes, body.size()));
       router.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore);
       router.send(zmq::buffer(out), zmq::send_flags::none);
     } catch (const zmq::error_t& e) {

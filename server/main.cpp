@@ -1,4 +1,5 @@
-// dejaview-server: upload ingest (docs/upload-protocol.md) into the tiered store and frame index.
+// dejaview-server: upload ingest (docs/upload-protocol.md) into the tiered store and frame index,
+// and the map service (docs/map-sync.md).
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -20,7 +21,8 @@ void OnSignal(int) { g_stop.store(true); }
 int main(int argc, char** argv) {
   auto args = dv::cli::Args::Parse(
       argc - 1, argv + 1,
-      {"listen", "store", "db", "store-config", "port-file", "curve-key", "curve-allow"}, {"help"});
+      {"listen", "store", "db", "store-config", "port-file", "curve-key", "curve-allow", "maps"},
+      {"help"});
   if (!args.ok()) return dv::cli::Fail("server", args.status());
   if (args->Has("help") || !args->Has("store")) {
     std::printf(
@@ -28,7 +30,8 @@ int main(int argc, char** argv) {
         "                       [--store-config TIERS.yaml]   (docs/store.md; default: disk only)\n"
         "  INDEX: FILE, sqlite:FILE or postgresql:CONNINFO (default DIR/index.sqlite)\n"
         "                       [--port-file FILE]   (listen port 0 picks a free port)\n"
-        "                       [--curve-key SECRET_FILE [--curve-allow PUBLIC_KEYS_FILE]]\n");
+        "                       [--curve-key SECRET_FILE [--curve-allow PUBLIC_KEYS_FILE]]\n"
+        "                       [--maps ROOT]   (serve ROOT's map versions, docs/map-sync.md)\n");
     return args->Has("help") ? 0 : dv::cli::kUsage;
   }
   dv::server::ServerOptions o;
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
   o.store_config = args->Get("store-config");
   o.curve_key_file = args->Get("curve-key");
   o.curve_allow_file = args->Get("curve-allow");
+  o.maps_root = args->Get("maps");
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   const std::string port_file = args->Get("port-file");

@@ -59,6 +59,8 @@ struct ServerOptions {
   // the ZAP handler admits the public keys of curve_allow_file (empty: any key, encryption only).
   std::string curve_key_file;
   std::string curve_allow_file;
+  // The maps root the map service serves from (docs/map-sync.md); empty: no map service.
+  std::string maps_root;
 };
 
 // Binds, recovers and serves until *stop; on_listening gets the bound endpoint (with the real
