@@ -240,6 +240,7 @@ void Agent::MapSyncLoop(const std::atomic<bool>* stop, const transport::CurveKey
                   current, config_.map_sync.root, uint32_t(config_.map_sync.chunk_bytes));
     }
     if (!r.ok()) {
+      if (stop->load()) break;  // interrupted by shutdown, not a failure
       ++stats_.map_sync_errors;
       spdlog::error("agent: map sync failed, keeping {}: {}", current.empty() ? "no map" : current,
                     r.status().ToString());

@@ -171,8 +171,8 @@ StatusOr<std::vector<uint8_t>> MapSyncSocket::Exchange(const std::vector<uint8_t
   try {
     // ZMQ_IMMEDIATE: the send waits (in slices, watching stop) until the connection is up.
     while (!socket_->send(zmq::buffer(request), zmq::send_flags::dontwait)) {
-      if (stop_->load() || Clock::now() > end)
-        return Status::Unavailable("map sync: not connected to the server");
+      if (stop_->load()) return Status::Unavailable("map sync: stopped");
+      if (Clock::now() > end) return Status::Unavailable("map sync: not connected to the server");
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     while (!stop_->load() && Clock::now() < end) {
@@ -187,6 +187,7 @@ StatusOr<std::vector<uint8_t>> MapSyncSocket::Exchange(const std::vector<uint8_t
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(std::string("map sync: socket: ") + e.what());
   }
+  if (stop_->load()) return Status::Unavailable("map sync: stopped");
   return Status::Unavailable("map sync: no reply within " + std::to_string(timeout_ms_) + " ms");
 }
 

@@ -1,17 +1,24 @@
 // A child process for tests that run the real binaries (server, CLI): fork + execv with stdout
-// and stderr appended to a log file, SIGKILL and reaping at scope exit.
+// and stderr appended to a log file, SIGKILL and reaping at scope exit; and what such tests read
+// from them (small files, the agent's /metrics).
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "dejaview/base/file_util.h"
 
 namespace dv::test {
 
@@ -76,6 +83,44 @@ inline bool WaitUntil(const std::function<bool()>& done, double timeout_s = 30) 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// A small file's text without trailing newlines or spaces; empty when it cannot be read (yet).
+inline std::string ReadTrimmed(const std::string& path) {
+  auto t = dv::ReadFileText(path, 4096);
+  if (!t.ok()) return "";
+  std::string s = *t;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// GET /metrics from the agent -> {name: value}; empty when it does not answer.
+inline std::map<std::string, double> Metrics(int port) {
+  std::map<std::string, double> out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return out;
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string body;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, size_t(n));
+  ::close(fd);
+  std::istringstream in(body.substr(body.find("\r\n\r\n") + 4));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
 }
 
 }  // namespace dv::test

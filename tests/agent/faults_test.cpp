@@ -61,7 +61,9 @@ std::string MakeDrive(const std::string& dir, size_t n, size_t points) {
   return drive;
 }
 
+using test::Metrics;
 using test::Process;
+using test::ReadTrimmed;
 
 bool WaitFor(const std::function<bool()>& cond, double timeout_s = 20) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -70,43 +72,6 @@ bool WaitFor(const std::function<bool()>& cond, double timeout_s = 20) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return cond();
-}
-
-std::string ReadTrimmed(const std::string& path) {
-  auto t = ReadFileText(path, 4096);
-  if (!t.ok()) return "";
-  std::string s = *t;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-// GET /metrics from the agent -> {name: value}; empty when it does not answer.
-std::map<std::string, double> Metrics(int port) {
-  std::map<std::string, double> out;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return out;
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string body;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, size_t(n));
-  ::close(fd);
-  std::istringstream in(body.substr(body.find("\r\n\r\n") + 4));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
-  }
-  return out;
 }
 
 struct Config {

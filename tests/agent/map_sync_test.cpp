@@ -104,6 +104,18 @@ TEST(MapSyncMessage, RoundTripsAndRejectsEveryTruncationAndAlteration) {
   EXPECT_EQ(DecodeMapSync(b.data(), b.size()).status().code(), Status::Code::kInvalidArgument);
 }
 
+// The seed written by hand from docs/map-sync.md is what the encoder writes and parses back.
+TEST(MapSyncMessage, MatchesTheSpecSeed) {
+  auto seed =
+      ReadFileBytes(std::string(DEJAVIEW_FIXTURE_DIR) + "/../fuzz/corpus/fuzz_map_sync/chunk");
+  ASSERT_TRUE(seed.ok()) << seed.status().ToString();
+  EXPECT_EQ(EncodeMapSync(Chunk()), *seed);
+  auto m = DecodeMapSync(seed->data(), seed->size());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->tile, (std::array<int32_t, 3>{-2, 0, 1}));
+  EXPECT_EQ(m->data, Chunk().data);
+}
+
 // Street maps: A from the drive's first passes, B with passes further down the street, which
 // change the tiles both see and add new ones; the tiles behind stay byte-identical.
 struct Maps {
@@ -293,6 +305,83 @@ TEST_F(MapSync, ChunkAlteredInTransitIsRejectedAndAIsKept) {
   auto ok = Sync(1 << 20, &exchanges);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->tiles_fetched, changed_.size());
+}
+
+// The running system: the agent starts on A, the server publishes B mid-drive, the agent
+// switches, and every frame is stored with the version it was encoded against and decodes with
+// exactly that version on the server side.
+TEST(MapSyncSystem, AgentSwitchesMidDriveAndEveryFrameDecodesWithItsOwnVersion) {
+  const std::string dir = test::ScratchDir();
+  const Maps m = BuildMaps(dir);
+  const std::string a = maps::OpenMap(m.a, 0).value()->version();
+  const std::string b = maps::OpenMap(m.b, 0).value()->version();
+  const std::string server_maps = dir + "/server-maps";
+  ASSERT_EQ(*maps::PublishMap(m.a, server_maps), a);
+  std::vector<double> xs;
+  const size_t n = 16;
+  for (size_t i = 0; i < n; ++i) xs.push_back(0.5 + 0.1 * double(i));
+  test::WriteStreetDrive(dir + "/drive", xs);
+
+  test::Process server(
+      {DEJAVIEW_SERVER_BIN, "--store", dir + "/store", "--listen", "tcp://127.0.0.1:0",
+       "--port-file", dir + "/server.port", "--maps", server_maps},
+      dir + "/server.log");
+  ASSERT_TRUE(test::WaitUntil([&] { return !test::ReadTrimmed(dir + "/server.port").empty(); }));
+  {
+    std::ofstream out(dir + "/agent.yaml");
+    out << "vehicle: veh-1\nsensors: [{id: 0, topic: lidar}]\nsource_drive: \"" << dir
+        << "/drive\"\nsource_rate_hz: 10\nlidar_endpoint: \"\"\nmap_dir: \"" << m.a
+        << "\"\nspool: {dir: " << dir << "/spool, sync: every_record}\nupload: {endpoint: \""
+        << test::ReadTrimmed(dir + "/server.port")
+        << "\", timeout_ms: 2000}\nmap_sync: {enabled: true, root: " << dir
+        << "/agent-maps, interval_ms: 50, chunk_kb: 64}\nmetrics_listen: 127.0.0.1:0\n";
+  }
+  test::Process agent({DEJAVIEW_AGENT_BIN, "--config", dir + "/agent.yaml", "--exit-when-drained",
+                       "--metrics-port-file", dir + "/agent.port"},
+                      dir + "/agent.log");
+  ASSERT_TRUE(test::WaitUntil([&] { return !test::ReadTrimmed(dir + "/agent.port").empty(); }));
+  const int port = std::atoi(test::ReadTrimmed(dir + "/agent.port").c_str());
+  auto metric = [&](const std::string& name) {
+    return test::Metrics(port)["dejaview_agent_" + name];
+  };
+  // A few frames on A (and the first sync, which finds A current), then B is published.
+  ASSERT_TRUE(test::WaitUntil([&] {
+    return metric("frames_encoded_total") >= 2 && metric("map_sync_attempts_total") >= 1;
+  }));
+  std::string out;
+  ASSERT_EQ(test::RunCli("map publish " + m.b + " --maps-root " + server_maps, &out), 0) << out;
+  ASSERT_TRUE(test::WaitUntil([&] { return metric("map_versions_switched_total") == 1; }));
+  EXPECT_EQ(metric("map_sync_errors_total"), 0);
+  EXPECT_GT(metric("map_tiles_reused_total"), 0);
+  EXPECT_EQ(agent.Wait(60), 0);
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0);
+  EXPECT_EQ(*maps::ReadLatest(dir + "/agent-maps"), b);
+  EXPECT_EQ(Files(dir + "/agent-maps/" + b), Files(server_maps + "/" + b));
+
+  auto storage = server::OpenStorage(dir + "/store", "", "");
+  ASSERT_TRUE(storage.ok()) << storage.status().ToString();
+  auto rows = storage->index->Query({});
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), n);
+  std::sort(rows->begin(), rows->end(),
+            [](const auto& x, const auto& y) { return x.sequence < y.sequence; });
+  // One encoder: the frames before the switch are A's, every one after it B's.
+  size_t on_a = 0;
+  while (on_a < n && (*rows)[on_a].map_version == a) ++on_a;
+  EXPECT_GE(on_a, 2u);
+  EXPECT_LT(on_a, n);
+  server::MapVersions versions(server_maps);
+  for (size_t i = 0; i < n; ++i) {
+    const store::FrameRecord& row = (*rows)[i];
+    EXPECT_EQ(row.sequence, i);
+    EXPECT_EQ(row.map_version, i < on_a ? a : b) << "frame " << i;
+    auto object = storage->store->Get(row.object);
+    ASSERT_TRUE(object.ok()) << object.status().ToString();
+    auto frame = server::DecodeStoredFrame(row, *object, &versions);
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    EXPECT_EQ(frame->map_version, row.map_version);
+  }
 }
 
 }  // namespace
