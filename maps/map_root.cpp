@@ -69,16 +69,22 @@ StatusOr<std::string> PublishMap(const std::string& map_dir, const std::string& 
   const std::string staging = root + "/.staging-" + map->version();
   std::error_code ec;
   fs::remove_all(staging, ec);
-  DV_RETURN_IF_ERROR(MakeDirs(staging + "/tiles"));
-  for (const TileInfo& t : map->tiles()) {
-    DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadTileFile(map_dir, t));
-    DV_RETURN_IF_ERROR(WriteFileAtomic(staging + "/" + TileFileName(t.tile), bytes));
+  const Status st = [&]() -> Status {
+    DV_RETURN_IF_ERROR(MakeDirs(staging + "/tiles"));
+    for (const TileInfo& t : map->tiles()) {
+      DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadTileFile(map_dir, t));
+      DV_RETURN_IF_ERROR(WriteFileAtomic(staging + "/" + TileFileName(t.tile), bytes));
+    }
+    // The manifest is copied byte for byte: its bytes are the version.
+    DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> manifest,
+                        ReadFileBytes(map_dir + "/MANIFEST", kMaxManifestBytes));
+    DV_RETURN_IF_ERROR(WriteFileAtomic(staging + "/MANIFEST", manifest));
+    return CommitVersion(root, staging, map->version());
+  }();
+  if (!st.ok()) {
+    fs::remove_all(staging, ec);
+    return st;
   }
-  // The manifest is copied byte for byte: its bytes are the version.
-  DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> manifest,
-                      ReadFileBytes(map_dir + "/MANIFEST", kMaxManifestBytes));
-  DV_RETURN_IF_ERROR(WriteFileAtomic(staging + "/MANIFEST", manifest));
-  DV_RETURN_IF_ERROR(CommitVersion(root, staging, map->version()));
   return map->version();
 }
 

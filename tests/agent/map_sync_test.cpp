@@ -116,6 +116,52 @@ TEST(MapSyncMessage, MatchesTheSpecSeed) {
   EXPECT_EQ(m->data, Chunk().data);
 }
 
+TEST(MapSyncConfig, KeysHaveDefaultsAndBadValuesAreNamed) {
+  const std::string base = "vehicle: v\nspool: {dir: /tmp/s}\n";
+  auto c = agent::ParseAgentConfig(base, "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->map_sync.enabled);
+  EXPECT_EQ(c->map_sync.interval_ms, 60000);
+  EXPECT_EQ(c->map_sync.chunk_bytes, 256 << 10);
+  c = agent::ParseAgentConfig(base + "map_sync: {enabled: true, root: /r, chunk_kb: 64}\n",
+                              "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->map_sync.chunk_bytes, 64 << 10);
+  const std::pair<std::string, std::string> bad[] = {
+      {"map_sync: {enabled: true}", "a.yaml: map_sync.root: required when map_sync.enabled"},
+      {"map_sync: {chunk_kb: 2048}", "a.yaml: map_sync.chunk_kb: 1 to 1024"},
+      {"map_sync: {interval_ms: 0}", "a.yaml: map_sync.interval_ms: must be > 0"},
+      {"map_sync: {intervl_ms: 5}", "a.yaml: map_sync.intervl_ms: unknown key"},
+      {"map_sync: {enabled: maybe}", "a.yaml: map_sync.enabled: 'maybe' has the wrong type"},
+  };
+  for (const auto& [yaml, message] : bad) {
+    auto r = agent::ParseAgentConfig(base + yaml + "\n", "a.yaml");
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_EQ(r.status().message(), message);
+  }
+}
+
+TEST(MapRoot, PublishChecksEveryTileAndLatestIsValidated) {
+  const std::string dir = test::ScratchDir();
+  const Drive d = test::WriteStreetDrive(dir + "/d", {0});
+  ASSERT_TRUE(maps::BuildMap({d}, {}, dir + "/m").ok());
+  auto map = maps::OpenMap(dir + "/m", 0);
+  ASSERT_TRUE(map.ok());
+  const std::string tile = dir + "/m/" + maps::TileFileName((*map)->tiles().front().tile);
+  std::vector<uint8_t> bytes = ReadFileBytes(tile).value();
+  bytes[7] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(tile, bytes).ok());
+  auto published = maps::PublishMap(dir + "/m", dir + "/root");
+  ASSERT_FALSE(published.ok());
+  EXPECT_EQ(published.status().message(),
+            tile + ": tile does not match the manifest (size or checksum)");
+  EXPECT_EQ(*maps::ReadLatest(dir + "/root"), "");
+  EXPECT_TRUE(fs::is_empty(dir + "/root"));  // no staging folder left behind
+  ASSERT_TRUE(WriteFileAtomic(dir + "/root/LATEST", "../../etc\n").ok());
+  EXPECT_EQ(maps::ReadLatest(dir + "/root").status().message(),
+            dir + "/root/LATEST: not a 16-hex-digit map version");
+}
+
 // Street maps: A from the drive's first passes, B with passes further down the street, which
 // change the tiles both see and add new ones; the tiles behind stay byte-identical.
 struct Maps {
