@@ -77,8 +77,10 @@ struct Fetcher {
   }
 };
 
+// current: the map in use (null for none), whose unchanged tiles are copied from current_dir.
 Status Stage(Fetcher* fetch, const std::string& version, uint64_t manifest_bytes,
-             const std::string& current_dir, const std::string& staging) {
+             const maps::RouteMap* current, const std::string& current_dir,
+             const std::string& staging) {
   DV_RETURN_IF_ERROR(MakeDirs(staging + "/tiles"));
   DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> manifest,
                       fetch->File(version, MapFile::kManifest, maps::VoxelKey(0, 0, 0),
@@ -91,12 +93,8 @@ Status Stage(Fetcher* fetch, const std::string& version, uint64_t manifest_bytes
                               " hashes to " + next->version());
   }
   std::map<std::array<int, 3>, maps::TileInfo> have;
-  if (!current_dir.empty()) {
-    auto current = maps::OpenMap(current_dir, 0);
-    if (current.ok()) {
-      for (const maps::TileInfo& t : (*current)->tiles())
-        have[{t.tile.x(), t.tile.y(), t.tile.z()}] = t;
-    }
+  if (current) {
+    for (const maps::TileInfo& t : current->tiles()) have[{t.tile.x(), t.tile.y(), t.tile.z()}] = t;
   }
   for (const maps::TileInfo& t : next->tiles()) {
     const std::string name = "map " + version + " " + maps::TileFileName(t.tile);
@@ -130,11 +128,13 @@ StatusOr<MapSyncResult> SyncMap(const MapExchange& exchange, const std::string& 
                                 const std::string& root, uint32_t chunk_bytes) {
   MapSyncResult result;
   Fetcher fetch{exchange, chunk_bytes, &result};
-  std::string have;
+  // A map in use that does not open (a damaged LATEST version) is as good as none: sync anew.
+  std::unique_ptr<maps::RouteMap> current;
   if (!current_dir.empty()) {
-    auto current = maps::OpenMap(current_dir, 0);
-    if (current.ok()) have = (*current)->version();
+    auto m = maps::OpenMap(current_dir, 0);
+    if (m.ok()) current = std::move(m).value();
   }
+  const std::string have = current ? current->version() : "";
   MapSyncMessage req;
   req.type = MapSyncType::kLatestRequest;
   req.map_version = have;
@@ -145,7 +145,8 @@ StatusOr<MapSyncResult> SyncMap(const MapExchange& exchange, const std::string& 
   const std::string staging = root + "/.staging-" + latest.map_version;
   std::error_code ec;
   fs::remove_all(staging, ec);  // a sync interrupted before
-  Status st = Stage(&fetch, latest.map_version, latest.manifest_bytes, current_dir, staging);
+  Status st =
+      Stage(&fetch, latest.map_version, latest.manifest_bytes, current.get(), current_dir, staging);
   if (st.ok()) st = maps::CommitVersion(root, staging, latest.map_version);
   if (!st.ok()) {
     fs::remove_all(staging, ec);
