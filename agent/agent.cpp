@@ -197,6 +197,8 @@ std::string Agent::RenderMetrics() const {
     line("upload_batches_acked_total", "counter", double(u.batches_acked));
     line("upload_batches_resent_total", "counter", double(u.batches_resent));
     line("upload_batches_rejected_total", "counter", double(u.batches_rejected));
+    line("upload_batches_deferred_total", "counter", double(u.batches_deferred));
+    line("upload_auth_refused_total", "counter", double(u.auth_refused));
     line("upload_records_acked_total", "counter", double(u.records_acked));
     line("upload_records_duplicate_total", "counter", double(u.records_duplicate));
     line("upload_reconnects_total", "counter", double(u.reconnects));

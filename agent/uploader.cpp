@@ -26,6 +26,13 @@ bool InUploadWindow(int start_min, int end_min, int now_min) {
 
 namespace {
 
+// NACKs that say "not now" rather than "never": the batch stays in the spool and is resent
+// after the backoff, so a limit, a storage hiccup or a revoked key never loses a record.
+bool Retryable(NackReason r) {
+  return r == NackReason::kStorage || r == NackReason::kUnauthorized ||
+         r == NackReason::kThrottled || r == NackReason::kQuota;
+}
+
 struct Batch {
   uint64_t first_id = 0;  // spool ids [first_id, end_id)
   uint64_t end_id = 0;
@@ -177,6 +184,15 @@ void Uploader::Run(const std::atomic<bool>* stop) {
         for (auto& [id, b] : inflight) b.sent_at = Clock::time_point{};  // resend all
         continue;
       }
+      if (m->type == MessageType::kNack && m->batch_id == 0 &&
+          m->reason == NackReason::kUnauthorized) {
+        // The server does not take this key for this vehicle (not enrolled as it, or revoked):
+        // nothing is dropped; the HELLO times out and is retried with backoff until an operator
+        // enrols the key.
+        spdlog::error("uploader: HELLO refused: {}", m->detail);
+        ++stats_.auth_refused;
+        continue;
+      }
       if (m->type == MessageType::kNack && m->reason == NackReason::kNoHello) {
         hello_ok = false;  // the server restarted behind the same connection
         hello_sent = Clock::time_point{};
@@ -189,7 +205,11 @@ void Uploader::Run(const std::atomic<bool>* stop) {
         stats_.records_acked += m->stored + m->duplicates;
         stats_.records_duplicate += m->duplicates;
         inflight.erase(it);
-      } else if (m->type == MessageType::kNack && m->reason == NackReason::kStorage) {
+      } else if (m->type == MessageType::kNack && Retryable(m->reason)) {
+        if (m->reason != NackReason::kStorage) {
+          spdlog::warn("uploader: batch {} deferred: {}", m->batch_id, m->detail);
+          ++stats_.batches_deferred;
+        }
         it->second.sent_at = Clock::time_point{};
         it->second.retry_at = Clock::now() + std::chrono::milliseconds(backoff_ms);
       } else if (m->type == MessageType::kNack) {

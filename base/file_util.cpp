@@ -75,9 +75,11 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-Status WriteFileAtomic(const std::string& path, const void* data, size_t size) {
+Status WriteFileAtomic(const std::string& path, const void* data, size_t size, unsigned mode) {
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A stale tmp left by a crash would keep its old mode through O_CREAT: create it afresh.
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode));
   if (fd < 0) return Errno(tmp, "open");
   const auto* p = static_cast<const uint8_t*>(data);
   size_t done = 0;

@@ -25,12 +25,13 @@ long PeakRssKb() {
 
 void AddSections(const std::vector<std::pair<std::string, size_t>>& from,
                  std::vector<std::pair<std::string, uint64_t>>* to) {
-  for (const auto& [name, bytes] : from) {
-    auto it = std::find_if(to->begin(), to->end(), [&](const auto& s) { return s.first == name; });
+  for (const auto& section : from) {
+    auto it = std::find_if(to->begin(), to->end(),
+                           [&](const auto& s) { return s.first == section.first; });
     if (it == to->end()) {
-      to->push_back({name, bytes});
+      to->push_back({section.first, section.second});
     } else {
-      it->second += bytes;
+      it->second += section.second;
     }
   }
 }

@@ -14,15 +14,18 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 void OnSignal(int) { g_stop.store(true); }
+void OnHangup(int) { g_reload.store(true); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto args = dv::cli::Args::Parse(
-      argc - 1, argv + 1,
-      {"listen", "store", "db", "store-config", "port-file", "curve-key", "curve-allow", "maps"},
-      {"help"});
+  auto args =
+      dv::cli::Args::Parse(argc - 1, argv + 1,
+                           {"listen", "store", "db", "store-config", "port-file", "curve-key",
+                            "keys-dir", "vehicle-rate", "vehicle-quota", "maps"},
+                           {"help"});
   if (!args.ok()) return dv::cli::Fail("server", args.status());
   if (args->Has("help") || !args->Has("store")) {
     std::printf(
@@ -30,7 +33,9 @@ int main(int argc, char** argv) {
         "                       [--store-config TIERS.yaml]   (docs/store.md; default: disk only)\n"
         "  INDEX: FILE, sqlite:FILE or postgresql:CONNINFO (default DIR/index.sqlite)\n"
         "                       [--port-file FILE]   (listen port 0 picks a free port)\n"
-        "                       [--curve-key SECRET_FILE [--curve-allow PUBLIC_KEYS_FILE]]\n"
+        "                       [--curve-key SECRET_FILE --keys-dir DIR]   (DIR/VEHICLE.public;\n"
+        "                        SIGHUP reloads it: docs/security.md)\n"
+        "                       [--vehicle-rate BYTES_PER_S] [--vehicle-quota BYTES]  (0: none)\n"
         "                       [--maps ROOT]   (serve ROOT's map versions, docs/map-sync.md)\n");
     return args->Has("help") ? 0 : dv::cli::kUsage;
   }
@@ -40,10 +45,22 @@ int main(int argc, char** argv) {
   o.index_path = args->Get("db");
   o.store_config = args->Get("store-config");
   o.curve_key_file = args->Get("curve-key");
-  o.curve_allow_file = args->Get("curve-allow");
+  o.keys_dir = args->Get("keys-dir");
+  o.reload = &g_reload;
+  const auto rate = args->GetInt("vehicle-rate", 0);
+  const auto quota = args->GetInt("vehicle-quota", 0);
+  if (!rate.ok()) return dv::cli::Fail("server", rate.status());
+  if (!quota.ok()) return dv::cli::Fail("server", quota.status());
+  if (*rate < 0 || *quota < 0) {
+    return dv::cli::Fail("server", dv::Status::InvalidArgument(
+                                       "--vehicle-rate, --vehicle-quota: must not be negative"));
+  }
+  o.limits.vehicle_bytes_per_s = uint64_t(*rate);
+  o.limits.vehicle_quota_bytes = uint64_t(*quota);
   o.maps_root = args->Get("maps");
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  std::signal(SIGHUP, OnHangup);
   const std::string port_file = args->Get("port-file");
   const dv::Status s = dv::server::RunServer(o, &g_stop, [&](const std::string& endpoint) {
     spdlog::info("server: listening on {}", endpoint);

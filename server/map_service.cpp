@@ -28,11 +28,14 @@ MapSyncMessage Error(MapSyncError code, const std::string& detail) {
 
 }  // namespace
 
-std::vector<uint8_t> MapService::Handle(const uint8_t* data, size_t size) {
+std::vector<uint8_t> MapService::Handle(const std::string& key, const KeyRing* keys,
+                                        const uint8_t* data, size_t size) {
   ++stats_.requests;
   auto req = transport::DecodeMapSync(data, size);
   MapSyncMessage reply;
-  if (!req.ok()) {
+  if (keys && !keys->VehicleOf(key)) {
+    reply = Error(MapSyncError::kUnauthorized, "this key is no longer enrolled");
+  } else if (!req.ok()) {
     const bool version = req.status().code() == Status::Code::kInvalidArgument;
     reply =
         Error(version ? MapSyncError::kVersion : MapSyncError::kBadMessage, req.status().message());

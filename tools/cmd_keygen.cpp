@@ -1,8 +1,7 @@
 // dejaview keygen: a CURVE key pair for the upload link (docs/upload-protocol.md): PREFIX.secret
 // (mode 0600; the agent's upload.curve_key_file or the server's --curve-key) and PREFIX.public
-// (the server's key goes into agent configs, agents' keys into the server's --curve-allow list).
-#include <sys/stat.h>
-
+// (the server's key goes into agent configs; an agent's key is enrolled by copying it to the
+// server's keys directory as VEHICLE.public, docs/security.md).
 #include <cstdio>
 
 #include "args.h"
@@ -22,10 +21,7 @@ int RunKeygen(int argc, char** argv) {
   auto keys = transport::GenerateCurveKeys();
   if (!keys.ok()) return Fail("keygen", keys.status());
   const std::string prefix = args->Get("out");
-  Status s = WriteFileAtomic(prefix + ".secret", keys->secret_z85 + "\n");
-  if (s.ok() && ::chmod((prefix + ".secret").c_str(), 0600) != 0) {
-    s = Status::IoError(prefix + ".secret: chmod 0600 failed");
-  }
+  Status s = WriteFileAtomic(prefix + ".secret", keys->secret_z85 + "\n", 0600);
   if (s.ok()) s = WriteFileAtomic(prefix + ".public", keys->public_z85 + "\n");
   if (!s.ok()) return Fail("keygen", s);
   std::printf("%s\n", keys->public_z85.c_str());

@@ -158,7 +158,7 @@ StatusOr<MapSyncMessage> DecodeMapSync(const uint8_t* data, size_t size) {
     case MapSyncType::kError: {
       uint8_t code = 0;
       if (!r.U8(&code) || code < uint8_t(MapSyncError::kBadMessage) ||
-          code > uint8_t(MapSyncError::kIo))
+          code > uint8_t(MapSyncError::kUnauthorized))
         return Bad("ERROR code: truncated or unknown");
       m.error = MapSyncError(code);
       if (!r.Str(&m.detail, kMaxMapSyncDetailBytes))

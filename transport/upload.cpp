@@ -2,8 +2,6 @@
 
 #include <zmq.h>
 
-#include <sstream>
-
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/file_util.h"
 
@@ -132,7 +130,7 @@ StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size) {
     case MessageType::kNack: {
       uint8_t reason = 0;
       if (!r.U64(&m.batch_id) || !r.U8(&reason)) return Bad("NACK: truncated");
-      if (reason < uint8_t(NackReason::kBadMessage) || reason > uint8_t(NackReason::kStorage)) {
+      if (reason < uint8_t(NackReason::kBadMessage) || reason > uint8_t(NackReason::kQuota)) {
         return Bad("NACK reason " + std::to_string(reason));
       }
       m.reason = NackReason(reason);
@@ -181,20 +179,11 @@ StatusOr<CurveKeys> LoadCurveKeyFile(const std::string& path) {
   return k;
 }
 
-StatusOr<std::vector<std::string>> LoadCurveAllowList(const std::string& path) {
-  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, 1 << 20));
-  std::vector<std::string> keys;
-  std::istringstream in(text);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;  // '#' is also a Z85 digit: whole lines only
-    if (!IsZ85Key(line)) {
-      return Status::InvalidArgument(path + ":" + std::to_string(n) + ": not a Z85 public key");
-    }
-    keys.push_back(line);
-  }
-  return keys;
+StatusOr<std::string> LoadCurvePublicKeyFile(const std::string& path) {
+  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, 4096));
+  const std::string key = Trim(text);
+  if (!IsZ85Key(key)) return Status::InvalidArgument(path + ": not a 40-character Z85 public key");
+  return key;
 }
 
 StatusOr<CurveKeys> GenerateCurveKeys() {

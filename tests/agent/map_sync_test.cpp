@@ -215,14 +215,16 @@ class MapSync : public ::testing::Test {
     }
     ASSERT_GT(changed_.size(), 0u);
     ASSERT_GT(unchanged_, 0u);
-    // CURVE on, with an allow list: map sync rides the upload's socket and its ZAP check.
+    // CURVE on, the vehicle enrolled: map sync rides the upload's socket and its ZAP check.
     auto server_keys = transport::GenerateCurveKeys();
     agent_keys_ = transport::GenerateCurveKeys().value();
     ASSERT_TRUE(WriteFileAtomic(dir_ + "/server.secret", server_keys->secret_z85 + "\n").ok());
-    ASSERT_TRUE(WriteFileAtomic(dir_ + "/allow", agent_keys_.public_z85 + "\n").ok());
+    ASSERT_TRUE(MakeDirs(dir_ + "/keys").ok());
+    ASSERT_TRUE(WriteFileAtomic(dir_ + "/keys/veh-1.public", agent_keys_.public_z85 + "\n").ok());
     server::ServerOptions o;
     o.curve_key_file = dir_ + "/server.secret";
-    o.curve_allow_file = dir_ + "/allow";
+    o.keys_dir = dir_ + "/keys";
+    o.reload = &reload_;
     o.maps_root = dir_ + "/server-maps";
     server_ = std::make_unique<server::RunningServer>(dir_ + "/store", o);
     ASSERT_FALSE(server_->endpoint().empty());
@@ -264,6 +266,7 @@ class MapSync : public ::testing::Test {
   agent::AgentConfig config_;
   std::unique_ptr<server::RunningServer> server_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> reload_{false};
 };
 
 TEST_F(MapSync, FetchesExactlyTheChangedTilesAndEndsByteIdentical) {
@@ -297,6 +300,35 @@ TEST_F(MapSync, FetchesExactlyTheChangedTilesAndEndsByteIdentical) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_FALSE(again->changed);
   EXPECT_EQ(again->bytes_fetched, 0u);
+}
+
+TEST_F(MapSync, AKeyThatIsNotEnrolledGetsNoMap) {
+  agent_keys_ = transport::GenerateCurveKeys().value();
+  config_.map_sync.timeout_ms = 300;
+  size_t exchanges = 0;
+  auto r = Sync(1 << 20, &exchanges);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "map sync: not connected to the server");
+  ExpectStillOnA();
+}
+
+TEST_F(MapSync, AKeyRevokedMidSyncGetsUnauthorized) {
+  auto socket = agent::MapSyncSocket::Connect(config_, agent_keys_, &stop_);
+  ASSERT_TRUE(socket.ok());
+  MapSyncMessage req;
+  auto reply = (*socket)->Exchange(EncodeMapSync(req));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(DecodeMapSync(reply->data(), reply->size())->type, MapSyncType::kLatest);
+  fs::remove(dir_ + "/keys/veh-1.public");
+  reload_ = true;  // SIGHUP in dejaview-server
+  ASSERT_TRUE(test::WaitUntil([&] { return !reload_; }));
+  reply = (*socket)->Exchange(EncodeMapSync(req));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  auto m = DecodeMapSync(reply->data(), reply->size());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->type, MapSyncType::kError);
+  EXPECT_EQ(m->error, transport::MapSyncError::kUnauthorized);
+  EXPECT_EQ(m->detail, "this key is no longer enrolled");
 }
 
 TEST_F(MapSync, CorruptTileOnTheServerIsRejectedAndAIsKept) {

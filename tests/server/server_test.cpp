@@ -136,44 +136,224 @@ TEST(Server, AcksAfterStoringAndDeduplicatesOverRealSockets) {
   EXPECT_EQ(r.duplicates, 1u);
 }
 
-TEST(Server, CurveAdmitsOnlyAllowedAgentKeys) {
-  const std::string dir = test::ScratchDir();
-  auto server_keys = transport::GenerateCurveKeys();
-  auto good = transport::GenerateCurveKeys();
-  auto bad = transport::GenerateCurveKeys();
-  ASSERT_TRUE(server_keys.ok() && good.ok() && bad.ok());
-  ASSERT_TRUE(WriteFileAtomic(dir + "/server.secret", server_keys->secret_z85 + "\n").ok());
-  ASSERT_TRUE(WriteFileAtomic(dir + "/allow", "# agents\n" + good->public_z85 + "\n").ok());
-  ServerOptions o;
-  o.curve_key_file = dir + "/server.secret";
-  o.curve_allow_file = dir + "/allow";
-  RunningServer server(dir + "/store", o);
-  ASSERT_FALSE(server.endpoint().empty());
-  zmq::context_t ctx(1);
-  auto dealer = [&](const transport::CurveKeys& k) {
-    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+// CURVE with a keys directory, over real TCP sockets: keys and the server's secret written the
+// way `dejaview keygen` writes them, one VEHICLE.public file per enrolled vehicle.
+class Auth : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::ScratchDir();
+    ASSERT_TRUE(MakeDirs(dir_ + "/keys").ok());
+    auto k = transport::GenerateCurveKeys();
+    ASSERT_TRUE(k.ok());
+    server_keys_ = *k;
+    ASSERT_TRUE(
+        WriteFileAtomic(dir_ + "/server.secret", server_keys_.secret_z85 + "\n", 0600).ok());
+    options_.curve_key_file = dir_ + "/server.secret";
+    options_.keys_dir = dir_ + "/keys";
+    options_.reload = &reload_;
+    options_.stats_out = &stats_;
+  }
+  transport::CurveKeys Enrol(const std::string& vehicle) {
+    auto k = transport::GenerateCurveKeys();
+    EXPECT_TRUE(k.ok());
+    EXPECT_TRUE(WriteFileAtomic(dir_ + "/keys/" + vehicle + ".public", k->public_z85 + "\n").ok());
+    return *k;
+  }
+  // A DEALER with the given CURVE keys (none: a client in the clear). It does not reconnect
+  // during a test, so each refused handshake is counted exactly once.
+  std::unique_ptr<zmq::socket_t> Dealer(const std::string& endpoint,
+                                        const transport::CurveKeys* keys) {
+    auto s = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
     s->set(zmq::sockopt::linger, 0);
-    s->set(zmq::sockopt::rcvtimeo, 500);
-    s->set(zmq::sockopt::curve_serverkey, server_keys->public_z85);
-    s->set(zmq::sockopt::curve_publickey, k.public_z85);
-    s->set(zmq::sockopt::curve_secretkey, k.secret_z85);
-    s->connect(server.endpoint());
+    s->set(zmq::sockopt::rcvtimeo, 700);
+    s->set(zmq::sockopt::sndtimeo, 700);  // a refused peer may leave no pipe to queue into
+    s->set(zmq::sockopt::reconnect_ivl, 60'000);
+    if (keys) {
+      s->set(zmq::sockopt::curve_serverkey, server_keys_.public_z85);
+      s->set(zmq::sockopt::curve_publickey, keys->public_z85);
+      s->set(zmq::sockopt::curve_secretkey, keys->secret_z85);
+    }
+    s->connect(endpoint);
     return s;
-  };
-  auto ok = dealer(*good);
-  const Message r = Exchange(ok.get(), Hello());
-  EXPECT_EQ(r.type, MessageType::kAck);
-  // An unknown key never completes the handshake: its HELLO gets no answer.
-  auto refused = dealer(*bad);
-  const auto bytes = transport::EncodeMessage(Hello());
-  refused->send(zmq::buffer(bytes), zmq::send_flags::none);
-  zmq::message_t reply;
-  EXPECT_FALSE(refused->recv(reply, zmq::recv_flags::none).has_value());
-  // A malformed allow list is an error naming the line.
-  ASSERT_TRUE(WriteFileAtomic(dir + "/allow2", good->public_z85 + "\nnot-a-key\n").ok());
-  auto list = transport::LoadCurveAllowList(dir + "/allow2");
-  ASSERT_FALSE(list.ok());
-  EXPECT_NE(list.status().message().find("allow2:2"), std::string::npos) << list.status().message();
+  }
+  // True when the message got no answer at all (the handshake never completed).
+  static bool Unanswered(zmq::socket_t* s, const Message& m) {
+    const auto bytes = transport::EncodeMessage(m);
+    if (!s->send(zmq::buffer(bytes), zmq::send_flags::none)) return true;
+    zmq::message_t reply;
+    return !s->recv(reply, zmq::recv_flags::none).has_value();
+  }
+  std::string dir_;
+  transport::CurveKeys server_keys_;
+  ServerOptions options_;
+  std::atomic<bool> reload_{false};
+  IngestStats stats_;
+  zmq::context_t ctx_{1};
+};
+
+TEST_F(Auth, EnrolledKeyIsServedAndAnUnknownKeyIsRefusedAndCounted) {
+  const transport::CurveKeys veh1 = Enrol("veh-1");
+  auto stranger = transport::GenerateCurveKeys();
+  ASSERT_TRUE(stranger.ok());
+  {
+    RunningServer server(dir_ + "/store", options_);
+    ASSERT_FALSE(server.endpoint().empty());
+    auto ok = Dealer(server.endpoint(), &veh1);
+    EXPECT_EQ(Exchange(ok.get(), Hello()).type, MessageType::kAck);
+    const Message r = Exchange(ok.get(), Data(1, {Rec(0, 1)}));
+    EXPECT_EQ(r.type, MessageType::kAck);
+    EXPECT_EQ(r.stored, 1u);
+    auto refused = Dealer(server.endpoint(), &*stranger);
+    EXPECT_TRUE(Unanswered(refused.get(), Hello()));
+  }
+  EXPECT_EQ(stats_.auth_refused, 1u);
+  EXPECT_EQ(stats_.records_stored, 1u);
+}
+
+TEST_F(Auth, ClientWithoutCurveIsRefused) {
+  Enrol("veh-1");
+  {
+    RunningServer server(dir_ + "/store", options_);
+    auto plain = Dealer(server.endpoint(), nullptr);
+    EXPECT_TRUE(Unanswered(plain.get(), Hello()));
+    EXPECT_TRUE(Unanswered(plain.get(), Data(1, {Rec(0, 1)})));
+  }
+  EXPECT_EQ(stats_.batches_acked, 0u);
+  EXPECT_EQ(stats_.records_stored, 0u);
+  EXPECT_EQ(stats_.bytes_received, 0u);  // not one message of it reached the ingest
+}
+
+TEST_F(Auth, EnrolledVehicleClaimingAnotherVehicleIdIsRefusedAndCounted) {
+  Enrol("veh-1");
+  const transport::CurveKeys veh2 = Enrol("veh-2");
+  {
+    RunningServer server(dir_ + "/store", options_);
+    auto impostor = Dealer(server.endpoint(), &veh2);
+    const Message hello = Exchange(impostor.get(), Hello());  // Hello() claims veh-1
+    EXPECT_EQ(hello.type, MessageType::kNack);
+    EXPECT_EQ(hello.reason, NackReason::kUnauthorized);
+    EXPECT_EQ(hello.detail, "HELLO claims vehicle 'veh-1', this key is enrolled as 'veh-2'");
+    // No HELLO was taken, so veh-1's records cannot ride on this connection either.
+    EXPECT_EQ(Exchange(impostor.get(), Data(1, {Rec(0, 1)})).reason, NackReason::kNoHello);
+    // Its own id is fine; records naming veh-1 are still not its to send.
+    Message own = Hello();
+    own.vehicle = "veh-2";
+    EXPECT_EQ(Exchange(impostor.get(), own).type, MessageType::kAck);
+    EXPECT_EQ(Exchange(impostor.get(), Data(2, {Rec(0, 1)})).reason, NackReason::kInvalidRecord);
+  }
+  EXPECT_EQ(stats_.auth_impersonation, 1u);
+  EXPECT_EQ(stats_.records_stored, 0u);
+}
+
+TEST_F(Auth, RevokedKeyStopsWorkingAfterReloadAndARotatedKeyWorks) {
+  const transport::CurveKeys old_key = Enrol("veh-1");
+  Enrol("veh-2");
+  {
+    RunningServer server(dir_ + "/store", options_);
+    auto open = Dealer(server.endpoint(), &old_key);
+    EXPECT_EQ(Exchange(open.get(), Hello()).type, MessageType::kAck);
+    EXPECT_EQ(Exchange(open.get(), Data(1, {Rec(0, 1)})).stored, 1u);
+    // Rotation: veh-1 gets a new key, the old one is revoked; a bad file is skipped, counted.
+    const transport::CurveKeys new_key = Enrol("veh-1");
+    ASSERT_TRUE(WriteFileAtomic(dir_ + "/keys/bad.public", "not a key\n").ok());
+    reload_ = true;  // what SIGHUP does in dejaview-server
+    const Message after = Exchange(open.get(), Data(2, {Rec(0, 2)}));
+    EXPECT_EQ(after.type, MessageType::kNack);
+    EXPECT_EQ(after.reason, NackReason::kUnauthorized);
+    auto reconnect = Dealer(server.endpoint(), &old_key);
+    EXPECT_TRUE(Unanswered(reconnect.get(), Hello()));
+    auto rotated = Dealer(server.endpoint(), &new_key);
+    EXPECT_EQ(Exchange(rotated.get(), Hello()).type, MessageType::kAck);
+    EXPECT_EQ(Exchange(rotated.get(), Data(3, {Rec(0, 2)})).stored, 1u);
+  }
+  EXPECT_EQ(stats_.key_reloads, 1u);
+  EXPECT_EQ(stats_.key_files_rejected, 1u);
+  EXPECT_EQ(stats_.auth_revoked, 1u);
+  EXPECT_EQ(stats_.auth_refused, 1u);
+  EXPECT_EQ(stats_.records_stored, 2u);
+}
+
+TEST_F(Auth, KeysDirectoryProblemsNameTheFile) {
+  const transport::CurveKeys k = Enrol("veh-1");
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/keys/veh-2.public", k.public_z85 + "\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/keys/a b.public", "x\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/keys/README", "not a key file: ignored\n").ok());
+  std::vector<std::string> problems;
+  auto ring = KeyRing::Load(dir_ + "/keys", &problems);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  EXPECT_EQ(ring->size(), 1u);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], dir_ +
+                             "/keys/a b.public: vehicle id: 'a b' has a character outside "
+                             "[A-Za-z0-9._-]");
+  EXPECT_EQ(problems[1], dir_ +
+                             "/keys/veh-2.public: the same key as vehicle 'veh-1'; one key "
+                             "identifies one vehicle");
+  EXPECT_FALSE(KeyRing::Load(dir_ + "/missing", &problems).ok());
+  // A server with CURVE and no keys directory does not start.
+  options_.keys_dir.clear();
+  options_.store_dir = dir_ + "/store";
+  std::atomic<bool> stop{true};
+  const Status s = RunServer(options_, &stop, [](const std::string&) {});
+  EXPECT_EQ(s.message(), "server: CURVE needs a keys directory (--keys-dir)");
+}
+
+TEST(Limits, RateLimitDefersABatchAndItsResendIsStored) {
+  const std::string dir = test::ScratchDir();
+  ServerOptions o;
+  IngestStats stats;
+  o.stats_out = &stats;
+  o.limits.vehicle_bytes_per_s = 10'000;
+  transport::SpoolRecord big = Rec(0, 1);
+  big.payload.assign(25'000, 7);  // 1.5 s of the rate in one batch: the bucket goes into debt
+  {
+    RunningServer server(dir, o);
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(server.endpoint());
+    Exchange(&dealer, Hello());
+    EXPECT_EQ(Exchange(&dealer, Data(1, {big})).stored, 1u);
+    const Message deferred = Exchange(&dealer, Data(2, {Rec(0, 2)}));
+    EXPECT_EQ(deferred.reason, NackReason::kThrottled);
+    EXPECT_EQ(deferred.detail, "vehicle 'veh-1' is above 10000 bytes/s; retry later");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));  // the debt is repaid
+    EXPECT_EQ(Exchange(&dealer, Data(2, {Rec(0, 2)})).stored, 1u);
+  }
+  EXPECT_EQ(stats.throttled, 1u);
+  EXPECT_EQ(stats.records_stored, 2u);
+}
+
+TEST(Limits, QuotaRefusesNewFramesAcksResendsAndHoldsAcrossRestarts) {
+  const std::string dir = test::ScratchDir();
+  ServerOptions o;
+  IngestStats stats;
+  o.stats_out = &stats;
+  o.limits.vehicle_quota_bytes = 500;
+  const std::vector<transport::SpoolRecord> first = {Rec(0, 1), Rec(0, 2), Rec(0, 3)};  // 306 B
+  const std::vector<transport::SpoolRecord> second = {Rec(0, 4), Rec(0, 5)};            // 209 B
+  zmq::context_t ctx(1);
+  for (int run = 0; run < 2; ++run) {
+    RunningServer server(dir, o);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(server.endpoint());
+    Exchange(&dealer, Hello());
+    const Message a = Exchange(&dealer, Data(1, first));
+    EXPECT_EQ(a.type, MessageType::kAck);
+    EXPECT_EQ(a.stored, run == 0 ? 3u : 0u);
+    EXPECT_EQ(a.duplicates, run == 0 ? 0u : 3u);
+    const Message b = Exchange(&dealer, Data(2, second));
+    EXPECT_EQ(b.reason, NackReason::kQuota);
+    // The second run reads what is stored from the frame index: 306 + 106 bytes.
+    EXPECT_EQ(b.detail, run == 0 ? "vehicle 'veh-1' has 306 of its 500 bytes stored"
+                                 : "vehicle 'veh-1' has 412 of its 500 bytes stored");
+    const Message c = Exchange(&dealer, Data(3, {Rec(0, 6)}));  // 106 B still fit
+    EXPECT_EQ(c.type, MessageType::kAck);
+    EXPECT_EQ(c.stored, run == 0 ? 1u : 0u);
+  }
+  EXPECT_EQ(stats.over_quota, 1u);  // of the second run
+  EXPECT_EQ(stats.records_stored, 0u);
 }
 
 // A server killed after a record reached its disk but before the index commit: the batch was

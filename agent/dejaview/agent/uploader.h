@@ -26,6 +26,8 @@ struct UploaderStats {
   std::atomic<uint64_t> batches_acked{0};
   std::atomic<uint64_t> batches_resent{0};
   std::atomic<uint64_t> batches_rejected{0};  // NACKed as invalid: logged and skipped
+  std::atomic<uint64_t> batches_deferred{0};  // NACKed for a limit or revoked key: kept, retried
+  std::atomic<uint64_t> auth_refused{0};      // HELLOs the server refused for this key
   std::atomic<uint64_t> records_acked{0};
   std::atomic<uint64_t> records_duplicate{0};
   std::atomic<uint64_t> bytes_sent{0};

@@ -17,12 +17,16 @@ StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path,
                                              uint64_t max_bytes = kDefaultMaxFileBytes);
 StatusOr<std::string> ReadFileText(const std::string& path,
                                    uint64_t max_bytes = kDefaultMaxFileBytes);
-Status WriteFileAtomic(const std::string& path, const void* data, size_t size);
+// mode is the file's permission bits from its creation on (0600 for a secret key: never
+// readable by others, not even between create and a later chmod).
+Status WriteFileAtomic(const std::string& path, const void* data, size_t size,
+                       unsigned mode = 0644);
 inline Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
   return WriteFileAtomic(path, bytes.data(), bytes.size());
 }
-inline Status WriteFileAtomic(const std::string& path, const std::string& text) {
-  return WriteFileAtomic(path, text.data(), text.size());
+inline Status WriteFileAtomic(const std::string& path, const std::string& text,
+                              unsigned mode = 0644) {
+  return WriteFileAtomic(path, text.data(), text.size(), mode);
 }
 // fsyncs a directory so that a rename or create inside it survives power loss.
 Status FsyncDir(const std::string& dir);

@@ -4,15 +4,19 @@
 // both. (vehicle, sensor, sequence) already indexed -- by this server or by another one sharing
 // the index -- or repeated inside the batch counts as a duplicate and is not stored again. The
 // store's copier moves committed objects to the remote tier lazily, off the acknowledged path.
+// With CURVE, every message is bound to the vehicle its connection's key is enrolled as
+// (KeyRing); limits per vehicle (rate, storage quota) answer with a NACK the agent retries.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
 
+#include "dejaview/server/keyring.h"
 #include "dejaview/store/frame_index.h"
 #include "dejaview/store/store.h"
 #include "dejaview/transport/upload.h"
@@ -25,14 +29,39 @@ struct IngestStats {
   uint64_t records_stored = 0;
   uint64_t records_duplicate = 0;
   uint64_t bytes_received = 0;
+  uint64_t auth_refused = 0;        // CURVE handshakes with a key not enrolled
+  uint64_t auth_impersonation = 0;  // HELLO naming another vehicle than the key's
+  uint64_t auth_revoked = 0;        // messages on a connection whose key was since revoked
+  uint64_t throttled = 0;           // DATA above the vehicle's rate limit
+  uint64_t over_quota = 0;          // DATA above the vehicle's storage quota
+  uint64_t key_reloads = 0;
+  uint64_t key_files_rejected = 0;  // skipped at load or reload (see the log)
+};
+
+struct IngestLimits {
+  // Token bucket on DATA bytes per vehicle (burst: one second's worth, and a message is admitted
+  // while the bucket is not in debt, so one of any size can pass); 0: unlimited.
+  uint64_t vehicle_bytes_per_s = 0;
+  // Stored payload bytes per vehicle, counted from the frame index; 0: unlimited. With several
+  // servers on one index each enforces it with what it read at the vehicle's first batch plus
+  // what it stored since: a vehicle spread over k servers can overshoot by k - 1 batches.
+  uint64_t vehicle_quota_bytes = 0;
 };
 
 class Ingest {
  public:
-  Ingest(store::Store* store, store::FrameIndex* index) : store_(store), index_(index) {}
+  // keys: null runs without authentication (no CURVE); otherwise Handle's key must be enrolled.
+  Ingest(store::Store* store, store::FrameIndex* index, IngestLimits limits = {},
+         const KeyRing* keys = nullptr)
+      : store_(store), index_(index), limits_(limits), keys_(keys) {}
 
-  // One message from peer -> the reply to send back.
-  transport::Message Handle(const std::string& peer, const uint8_t* data, size_t size);
+  // One message from peer (the ROUTER routing id) on a connection that authenticated with the
+  // Z85 public key `key` (ZAP User-Id; empty without CURVE) -> the reply to send back.
+  transport::Message Handle(const std::string& peer, const std::string& key, const uint8_t* data,
+                            size_t size);
+  // A reloaded keys directory: connections whose key is gone are refused from the next message.
+  void SetKeys(const KeyRing* keys) { keys_ = keys; }
+  IngestStats* mutable_stats() { return &stats_; }
   const IngestStats& stats() const { return stats_; }
 
  private:
@@ -40,10 +69,21 @@ class Ingest {
     std::string vehicle;
     std::set<uint32_t> sensors;
   };
-  transport::Message HandleData(const std::string& peer, transport::Message msg);
+  struct Vehicle {
+    double tokens = 0;  // rate limit bucket, bytes; negative: in debt
+    std::chrono::steady_clock::time_point refilled;
+    bool quota_loaded = false;
+    uint64_t stored_bytes = 0;
+  };
+  transport::Message HandleData(const std::string& peer, transport::Message msg, size_t size);
+  // False (and counts it) when the vehicle is over its rate limit.
+  bool Admit(Vehicle* v, size_t bytes);
   store::Store* store_;
   store::FrameIndex* index_;
+  IngestLimits limits_;
+  const KeyRing* keys_;
   std::map<std::string, Peer> peers_;
+  std::map<std::string, Vehicle> vehicles_;
   IngestStats stats_;
 };
 
@@ -56,9 +96,14 @@ struct ServerOptions {
   // disk.dir defaults to store_dir.
   std::string store_config;
   // CURVE: the server's secret key file; empty runs in the clear (loopback, tests). With it,
-  // the ZAP handler admits the public keys of curve_allow_file (empty: any key, encryption only).
+  // the ZAP handler admits only the keys enrolled in keys_dir (KeyRing), and every message is
+  // bound to its key's vehicle. keys_dir is read again whenever *reload is set (SIGHUP).
   std::string curve_key_file;
-  std::string curve_allow_file;
+  std::string keys_dir;
+  std::atomic<bool>* reload = nullptr;
+  IngestLimits limits;
+  // Filled with the final counters when RunServer returns (tests, the shutdown log).
+  IngestStats* stats_out = nullptr;
   // The maps root the map service serves from (docs/map-sync.md); empty: no map service.
   std::string maps_root;
 };

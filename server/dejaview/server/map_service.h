@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dejaview/server/keyring.h"
 #include "dejaview/transport/map_sync.h"
 
 namespace dv::server {
@@ -23,8 +24,11 @@ class MapService {
  public:
   // root empty: no map service, every request gets ERROR NO_MAP.
   explicit MapService(std::string root) : root_(std::move(root)) {}
-  // One request -> the reply to send back (never fails: errors are ERROR replies).
-  std::vector<uint8_t> Handle(const uint8_t* data, size_t size);
+  // One request -> the reply to send back (never fails: errors are ERROR replies). With CURVE,
+  // key is the connection's (its ZAP User-Id) and keys the ring current now: a key no longer
+  // enrolled gets ERROR UNAUTHORIZED, as uploads on it get NACK UNAUTHORIZED.
+  std::vector<uint8_t> Handle(const std::string& key, const KeyRing* keys, const uint8_t* data,
+                              size_t size);
   const MapServiceStats& stats() const { return stats_; }
 
  private:

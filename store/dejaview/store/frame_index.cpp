@@ -246,6 +246,17 @@ class SqlFrameIndex : public FrameIndex {
     return out;
   }
 
+  StatusOr<uint64_t> StoredBytes(const std::string& vehicle) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    DV_ASSIGN_OR_RETURN(
+        const auto rows,
+        sql_->Run("SELECT COALESCE(SUM(bytes), 0) FROM frames WHERE vehicle = $1", {vehicle}));
+    if (rows.size() != 1 || rows[0].size() != 1) {
+      return Status::Corruption(sql_->where() + ": sum returned no row");
+    }
+    return uint64_t(std::strtoull(rows[0][0].c_str(), nullptr, 10));
+  }
+
   StatusOr<uint64_t> Count() override {
     std::lock_guard<std::mutex> lock(mu_);
     DV_ASSIGN_OR_RETURN(const auto rows, sql_->Run("SELECT COUNT(*) FROM frames", {}));

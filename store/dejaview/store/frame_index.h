@@ -48,6 +48,8 @@ class FrameIndex {
   // Frames matching q, by vehicle, timestamp, sensor, sequence.
   virtual StatusOr<std::vector<FrameRecord>> Query(const FrameQuery& q) = 0;
   virtual StatusOr<uint64_t> Count() = 0;
+  // Sum of FrameRecord::bytes over the vehicle's frames (the server's storage quota).
+  virtual StatusOr<uint64_t> StoredBytes(const std::string& vehicle) = 0;
 
   StatusOr<bool> Insert(const FrameRecord& record);
 };

@@ -30,11 +30,12 @@ enum class MapSyncType : uint8_t {
 };
 enum class MapFile : uint8_t { kManifest = 0, kTile = 1 };
 enum class MapSyncError : uint8_t {
-  kBadMessage = 1,  // did not parse
-  kVersion = 2,     // protocol version not spoken by the server
-  kNoMap = 3,       // the server has no maps root or no published version
-  kNotFound = 4,    // no such map version or tile
-  kIo = 5,          // the server could not read the file; retry later
+  kBadMessage = 1,    // did not parse
+  kVersion = 2,       // protocol version not spoken by the server
+  kNoMap = 3,         // the server has no maps root or no published version
+  kNotFound = 4,      // no such map version or tile
+  kIo = 5,            // the server could not read the file; retry later
+  kUnauthorized = 6,  // the connection's CURVE key is no longer enrolled (docs/security.md)
 };
 
 struct MapSyncMessage {

@@ -34,6 +34,10 @@ enum class NackReason : uint8_t {
   kNoHello = 3,        // DATA before HELLO on this connection
   kInvalidRecord = 4,  // a record is not from the vehicle/sensors of the HELLO
   kStorage = 5,        // the server could not store durably; retry later
+  // The three below keep the batch in the agent's spool for a later retry, too.
+  kUnauthorized = 6,  // HELLO names another vehicle than the key's, or the key was revoked
+  kThrottled = 7,     // above the vehicle's rate limit
+  kQuota = 8,         // the vehicle's storage quota on the server is used up
 };
 
 struct Message {
@@ -59,15 +63,15 @@ std::vector<uint8_t> EncodeMessage(const Message& m);
 StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size);
 const char* MessageTypeName(MessageType t);
 
-// CURVE keys (ZeroMQ's CurveZMQ, RFC 26) in Z85 text, 40 characters each. A key file holds one
-// secret key; the public key is derived from it. An allow list holds one public key per line
-// (a line starting with '#' is a comment): the server's ZAP handler admits only those agents.
+// CURVE keys (ZeroMQ's CurveZMQ, RFC 26) in Z85 text, 40 characters each. A secret key file
+// holds one secret key, the public key is derived from it; a public key file (NAME.public from
+// `dejaview keygen`) holds one public key.
 struct CurveKeys {
   std::string public_z85;
   std::string secret_z85;
 };
 StatusOr<CurveKeys> LoadCurveKeyFile(const std::string& path);
-StatusOr<std::vector<std::string>> LoadCurveAllowList(const std::string& path);
+StatusOr<std::string> LoadCurvePublicKeyFile(const std::string& path);
 StatusOr<CurveKeys> GenerateCurveKeys();
 
 }  // namespace dv::transport
