@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "dejaview/agent/map_sync.h"
-#include "dejaview/agent/metrics_http.h"
 #include "dejaview/agent/subscriber.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/metrics_http.h"
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"
@@ -290,10 +290,10 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   uploader_ =
       std::make_unique<Uploader>(config_.upload, config_.vehicle, sensors, spool_.get(), keys);
 
-  std::unique_ptr<MetricsHttp> http;
+  std::unique_ptr<metrics::MetricsHttp> http;
   if (!config_.metrics_listen.empty()) {
-    DV_ASSIGN_OR_RETURN(
-        http, MetricsHttp::Start(config_.metrics_listen, [this] { return RenderMetrics(); }));
+    DV_ASSIGN_OR_RETURN(http, metrics::MetricsHttp::Start(config_.metrics_listen,
+                                                          [this] { return RenderMetrics(); }));
     spdlog::info("agent: metrics on http://{}/metrics (port {})", config_.metrics_listen,
                  http->port());
     if (!options.metrics_port_file.empty()) {

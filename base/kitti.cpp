@@ -75,6 +75,10 @@ std::string FormatDouble(double v) {
 
 StatusOr<std::vector<Pose>> ReadKittiPoses(const std::string& path) {
   DV_ASSIGN_OR_RETURN(std::string text, ReadFileText(path, 256u << 20));
+  return ParseKittiPoses(text, path);
+}
+
+StatusOr<std::vector<Pose>> ParseKittiPoses(const std::string& text, const std::string& path) {
   std::vector<Pose> poses;
   Status s = ForEachLine(text, [&](const std::string& line, int line_no) {
     std::istringstream ls(line);
@@ -114,6 +118,10 @@ Status WriteKittiPoses(const std::string& path, const std::vector<Pose>& poses) 
 
 StatusOr<std::vector<double>> ReadTimestamps(const std::string& path) {
   DV_ASSIGN_OR_RETURN(std::string text, ReadFileText(path, 64u << 20));
+  return ParseTimestamps(text, path);
+}
+
+StatusOr<std::vector<double>> ParseTimestamps(const std::string& text, const std::string& path) {
   std::vector<double> ts;
   Status s = ForEachLine(text, [&](const std::string& line, int line_no) {
     std::istringstream ls(line);

@@ -5,7 +5,7 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(
-  build-essential cmake pkg-config ninja-build clang-format
+  build-essential cmake pkg-config ninja-build clang-format clang-14 libclang-rt-14-dev
   libeigen3-dev libnanoflann-dev libzmq3-dev cppzmq-dev liblz4-dev libzstd-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox

@@ -7,7 +7,10 @@
 #include <tuple>
 #include <zmq.hpp>
 
+#include "dejaview/base/file_util.h"
+#include "dejaview/base/metrics_http.h"
 #include "dejaview/server/map_service.h"
+#include "dejaview/server/server_metrics.h"
 #include "dejaview/server/storage.h"
 
 namespace dv::server {
@@ -310,9 +313,28 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("server: bind " + options.listen + ": " + e.what());
   }
+  metrics::Registry registry;
+  ServerMetrics published(&registry);
+  published.Update(ingest.stats(), storage.store->Metrics(), map_service.stats());
+  std::unique_ptr<metrics::MetricsHttp> http;
+  if (!options.metrics_listen.empty()) {
+    DV_ASSIGN_OR_RETURN(http, metrics::MetricsHttp::Start(options.metrics_listen,
+                                                          [&] { return registry.RenderText(); }));
+    spdlog::info("server: metrics on http://{}/metrics (port {})", options.metrics_listen,
+                 http->port());
+    if (!options.metrics_port_file.empty()) {
+      DV_RETURN_IF_ERROR(
+          WriteFileAtomic(options.metrics_port_file, std::to_string(http->port()) + "\n"));
+    }
+  }
+  auto last_published = std::chrono::steady_clock::now();
   on_listening(endpoint);
   uint64_t last_logged = 0;
   while (!stop->load()) {
+    if (std::chrono::steady_clock::now() - last_published > std::chrono::milliseconds(500)) {
+      last_published = std::chrono::steady_clock::now();
+      published.Update(ingest.stats(), storage.store->Metrics(), map_service.stats());
+    }
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
                                {zap.handle(), 0, ZMQ_POLLIN, 0}};
     try {
@@ -362,6 +384,7 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
     }
   }
   const IngestStats& st = ingest.stats();
+  published.Update(st, storage.store->Metrics(), map_service.stats());
   spdlog::info(
       "server: stopping; {} stored, {} duplicates; refused: {} keys, {} impersonations, {} "
       "revoked, {} throttled, {} over quota",

@@ -21,11 +21,11 @@ void OnHangup(int) { g_reload.store(true); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto args =
-      dv::cli::Args::Parse(argc - 1, argv + 1,
-                           {"listen", "store", "db", "store-config", "port-file", "curve-key",
-                            "keys-dir", "vehicle-rate", "vehicle-quota", "maps"},
-                           {"help"});
+  auto args = dv::cli::Args::Parse(
+      argc - 1, argv + 1,
+      {"listen", "store", "db", "store-config", "port-file", "curve-key", "keys-dir",
+       "vehicle-rate", "vehicle-quota", "metrics", "metrics-port-file", "maps"},
+      {"help"});
   if (!args.ok()) return dv::cli::Fail("server", args.status());
   if (args->Has("help") || !args->Has("store")) {
     std::printf(
@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
         "                       [--curve-key SECRET_FILE --keys-dir DIR]   (DIR/VEHICLE.public;\n"
         "                        SIGHUP reloads it: docs/security.md)\n"
         "                       [--vehicle-rate BYTES_PER_S] [--vehicle-quota BYTES]  (0: none)\n"
+        "                       [--metrics 127.0.0.1:9101 [--metrics-port-file FILE]]\n"
         "                       [--maps ROOT]   (serve ROOT's map versions, docs/map-sync.md)\n");
     return args->Has("help") ? 0 : dv::cli::kUsage;
   }
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   o.store_config = args->Get("store-config");
   o.curve_key_file = args->Get("curve-key");
   o.keys_dir = args->Get("keys-dir");
+  o.metrics_listen = args->Get("metrics");
+  o.metrics_port_file = args->Get("metrics-port-file");
   o.reload = &g_reload;
   const auto rate = args->GetInt("vehicle-rate", 0);
   const auto quota = args->GetInt("vehicle-quota", 0);

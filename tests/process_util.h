@@ -1,6 +1,6 @@
-// A child process for tests that run the real binaries (server, CLI): fork + execv with stdout
-// and stderr appended to a log file, SIGKILL and reaping at scope exit; and what such tests read
-// from them (small files, the agent's /metrics).
+// A child process for tests and benchmarks that run the real binaries (agent, server, CLI):
+// fork + execv with stdout and stderr appended to a log file, SIGKILL and reaping at scope
+// exit; and what such tests read from them (small files, a Prometheus scrape of /metrics).
 #pragma once
 
 #include <arpa/inet.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -59,6 +60,7 @@ class Process {
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return status_;
   }
+  pid_t pid() const { return pid_; }
   // True while the child runs; once it has exited, reaps it and keeps its status for Wait().
   bool running() {
     if (pid_ <= 0) return false;
@@ -94,8 +96,8 @@ inline std::string ReadTrimmed(const std::string& path) {
   return s;
 }
 
-// GET /metrics from the agent -> {name: value}; empty when it does not answer.
-inline std::map<std::string, double> Metrics(int port) {
+// GET /metrics from 127.0.0.1:port -> {series: value}; empty when nothing answers.
+inline std::map<std::string, double> ScrapeMetrics(int port) {
   std::map<std::string, double> out;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -113,12 +115,15 @@ inline std::map<std::string, double> Metrics(int port) {
   ssize_t n;
   while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, size_t(n));
   ::close(fd);
-  std::istringstream in(body.substr(body.find("\r\n\r\n") + 4));
+  const size_t head = body.find("\r\n\r\n");
+  if (head == std::string::npos) return out;
+  std::istringstream in(body.substr(head + 4));
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
     const size_t sp = line.rfind(' ');
-    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+    if (sp == std::string::npos) continue;
+    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
   }
   return out;
 }

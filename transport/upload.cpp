@@ -88,7 +88,8 @@ StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size) {
     case MessageType::kHello: {
       if (!r.Str(&m.vehicle, kMaxRecordNameBytes))
         return Bad("HELLO vehicle: truncated or too long");
-      DV_RETURN_IF_ERROR(ValidateName("HELLO vehicle", m.vehicle));
+      if (const Status named = ValidateName("HELLO vehicle", m.vehicle); !named.ok())
+        return Bad(named.message());
       if (m.vehicle.empty()) return Bad("HELLO vehicle: empty");
       if (!r.Varint(&n) || n > kMaxHelloSensors)
         return Bad("HELLO sensor count: missing or above 64");
@@ -111,9 +112,11 @@ StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size) {
         if (!r.Varint(&len) || len > r.remaining() || !r.View(&body, size_t(len))) {
           return Bad("DATA record " + std::to_string(i) + ": length past the end");
         }
+        // Corruption, whatever DecodeRecord said: kInvalidArgument means "protocol version" to
+        // the server, and a bad name is not that.
         auto rec = DecodeRecord(body, size_t(len));
         if (!rec.ok())
-          return rec.status().WithContext("upload message: DATA record " + std::to_string(i));
+          return Bad("DATA record " + std::to_string(i) + ": " + rec.status().message());
         m.records.push_back(std::move(rec).value());
       }
       break;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "dejaview/base/bytes.h"
@@ -451,7 +452,17 @@ StatusOr<PointCloud> ToPointCloud(const RawFrame& frame, WireCounters* counters)
     for (int k = 0; k < 3; ++k)
       cloud.xyz[i][k] = float(ReadElement(p + xyz[k]->offset, xyz[k]->type));
     if (intensity) cloud.intensity[i] = float(ReadElement(p + intensity->offset, intensity->type));
-    if (ring) cloud.ring[i] = uint16_t(ReadElement(p + ring->offset, ring->type));
+    if (ring) {
+      // A ring is a beam index; a signed or 32-bit field may hold any value (found by
+      // fuzz_wire_frame: converting -98 to uint16_t is undefined).
+      const double r = ReadElement(p + ring->offset, ring->type);
+      if (!(r >= 0 && r <= 65535)) {
+        char v[32];
+        std::snprintf(v, sizeof(v), "%.17g", r);
+        return unmappable("point " + std::to_string(i) + ": ring " + v + " outside [0, 65535]");
+      }
+      cloud.ring[i] = uint16_t(r);
+    }
     if (time) {
       cloud.time_offset_s[i] = float(ReadElement(p + time->offset, time->type) * time_scale);
     }

@@ -2,11 +2,9 @@
 // dejaview-server as real processes on loopback sockets with real spool and store files,
 // killed with SIGKILL at pseudo-random (seeded) points. Waits are bounded polls on observable
 // state (files, /metrics), never timing assertions.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +15,6 @@
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -61,7 +58,6 @@ std::string MakeDrive(const std::string& dir, size_t n, size_t points) {
   return drive;
 }
 
-using test::Metrics;
 using test::Process;
 using test::ReadTrimmed;
 
@@ -168,7 +164,8 @@ TEST_F(System, AgentKilledAtRandomPointsLosesNothingThatReachedTheSpool) {
     auto agent = StartAgent(config, false, &port);
     // A random point of progress: after k frames reached the spool this run.
     const double k = std::uniform_int_distribution<int>(5, int(n) - 10)(rng);
-    ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] >= k; }));
+    ASSERT_TRUE(WaitFor(
+        [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] >= k; }));
     agent->Signal(SIGKILL);
     EXPECT_EQ(agent->Wait(), 128 + SIGKILL);
     const std::set<uint64_t> pending = PendingInSpool(c.spool);
@@ -215,19 +212,20 @@ TEST_F(System, LinkCutAndServerKilledSpoolGrowsThenDrains) {
   int port = 0;
   auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), true, &port);
   // Link down (no "up" yet): the spool grows and nothing leaves the vehicle.
-  ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_spool_records_pending"] >= 40; }));
-  EXPECT_EQ(Metrics(port)["dejaview_agent_upload_batches_sent_total"], 0);
+  ASSERT_TRUE(WaitFor(
+      [&] { return test::ScrapeMetrics(port)["dejaview_agent_spool_records_pending"] >= 40; }));
+  EXPECT_EQ(test::ScrapeMetrics(port)["dejaview_agent_upload_batches_sent_total"], 0);
   // Link up: uploads start; the server is killed mid-stream and comes back later.
   ASSERT_TRUE(WaitFor([&] {
     say("up");
-    return Metrics(port)["dejaview_agent_upload_batches_acked_total"] >= 3;
+    return test::ScrapeMetrics(port)["dejaview_agent_upload_batches_acked_total"] >= 3;
   }));
   server_->Signal(SIGKILL);
   EXPECT_EQ(server_->Wait(), 128 + SIGKILL);
-  const double pending_at_kill = Metrics(port)["dejaview_agent_spool_records_pending"];
+  const double pending_at_kill = test::ScrapeMetrics(port)["dejaview_agent_spool_records_pending"];
   ASSERT_TRUE(WaitFor([&] {
     say("up");
-    return Metrics(port)["dejaview_agent_spool_records_pending"] > pending_at_kill;
+    return test::ScrapeMetrics(port)["dejaview_agent_spool_records_pending"] > pending_at_kill;
   }));
   StartServer();
   ASSERT_TRUE(WaitFor(
@@ -257,8 +255,9 @@ TEST_F(System, DiskBudgetDropsOldestCountsAndKeepsRunning) {
   c.sync = "group_commit";
   int port = 0;
   auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
-  ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
-  const auto m = Metrics(port);
+  ASSERT_TRUE(WaitFor(
+      [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
+  const auto m = test::ScrapeMetrics(port);
   EXPECT_TRUE(agent->running());
   EXPECT_GT(m.at("dejaview_agent_spool_records_dropped_budget_total"), 0);
   EXPECT_LE(m.at("dejaview_agent_spool_bytes"), 96 << 10);
@@ -284,7 +283,8 @@ TEST_F(System, TornAndCorruptedSpoolIsRecoveredAndUploaded) {
   {
     int port = 0;
     auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
-    ASSERT_TRUE(WaitFor([&] { return Metrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
+    ASSERT_TRUE(WaitFor(
+        [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] == n; }));
     agent->Signal(SIGTERM);
     ASSERT_EQ(agent->Wait(), 0);
   }

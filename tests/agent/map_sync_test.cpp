@@ -413,7 +413,8 @@ TEST(MapSyncSystem, AgentSwitchesMidDriveAndEveryFrameDecodesWithItsOwnVersion) 
 
   test::Process server(
       {DEJAVIEW_SERVER_BIN, "--store", dir + "/store", "--listen", "tcp://127.0.0.1:0",
-       "--port-file", dir + "/server.port", "--maps", server_maps},
+       "--port-file", dir + "/server.port", "--maps", server_maps, "--metrics", "127.0.0.1:0",
+       "--metrics-port-file", dir + "/server.metrics"},
       dir + "/server.log");
   ASSERT_TRUE(test::WaitUntil([&] { return !test::ReadTrimmed(dir + "/server.port").empty(); }));
   {
@@ -431,7 +432,7 @@ TEST(MapSyncSystem, AgentSwitchesMidDriveAndEveryFrameDecodesWithItsOwnVersion) 
   ASSERT_TRUE(test::WaitUntil([&] { return !test::ReadTrimmed(dir + "/agent.port").empty(); }));
   const int port = std::atoi(test::ReadTrimmed(dir + "/agent.port").c_str());
   auto metric = [&](const std::string& name) {
-    return test::Metrics(port)["dejaview_agent_" + name];
+    return test::ScrapeMetrics(port)["dejaview_agent_" + name];
   };
   // A few frames on A (and the first sync, which finds A current), then B is published.
   ASSERT_TRUE(test::WaitUntil([&] {
@@ -442,7 +443,14 @@ TEST(MapSyncSystem, AgentSwitchesMidDriveAndEveryFrameDecodesWithItsOwnVersion) 
   ASSERT_TRUE(test::WaitUntil([&] { return metric("map_versions_switched_total") == 1; }));
   EXPECT_EQ(metric("map_sync_errors_total"), 0);
   EXPECT_GT(metric("map_tiles_reused_total"), 0);
+  const double fetched = metric("map_bytes_fetched_total");
   EXPECT_EQ(agent.Wait(60), 0);
+  // The server served exactly the bytes the agent fetched (its counters publish twice a second).
+  const int server_port = std::atoi(test::ReadTrimmed(dir + "/server.metrics").c_str());
+  EXPECT_TRUE(test::WaitUntil([&] {
+    return test::ScrapeMetrics(server_port)["dejaview_server_map_bytes_total"] == fetched;
+  }));
+  EXPECT_EQ(test::ScrapeMetrics(server_port)["dejaview_server_map_errors_total"], 0);
   server.Signal(SIGTERM);
   EXPECT_EQ(server.Wait(), 0);
   EXPECT_EQ(*maps::ReadLatest(dir + "/agent-maps"), b);

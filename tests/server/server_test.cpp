@@ -13,6 +13,7 @@
 #include "dejaview/server/export.h"
 #include "dejaview/server/ingest.h"
 #include "dejaview/server/storage.h"
+#include "process_util.h"
 #include "running_server.h"
 #include "testutil.h"
 
@@ -134,6 +135,35 @@ TEST(Server, AcksAfterStoringAndDeduplicatesOverRealSockets) {
   const Message r = Exchange(&dealer, Data(1, {Rec(0, 1), Rec(0, 4)}));
   EXPECT_EQ(r.stored, 1u);
   EXPECT_EQ(r.duplicates, 1u);
+}
+
+TEST(Server, MetricsEndpointCountsIngestAndStoreTiers) {
+  const std::string dir = test::ScratchDir();
+  ServerOptions o;
+  o.metrics_listen = "127.0.0.1:0";
+  o.metrics_port_file = dir + "/metrics.port";
+  RunningServer server(dir + "/store", o);
+  zmq::context_t ctx(1);
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(server.endpoint());
+  Exchange(&dealer, Hello());
+  EXPECT_EQ(Exchange(&dealer, Data(1, {Rec(0, 1), Rec(0, 2)})).stored, 2u);
+  EXPECT_EQ(Exchange(&dealer, Data(2, {Rec(0, 2)})).duplicates, 1u);
+  auto port = ReadFileText(dir + "/metrics.port", 64);
+  ASSERT_TRUE(port.ok());
+  std::map<std::string, double> m;
+  // Published from the server loop every 500 ms: a bounded wait, not a timing assertion.
+  EXPECT_TRUE(test::WaitUntil(
+      [&] {
+        m = test::ScrapeMetrics(std::atoi(port->c_str()));
+        return m["dejaview_server_records_duplicate_total"] == 1;
+      },
+      10));
+  EXPECT_EQ(m["dejaview_server_records_stored_total"], 2);
+  EXPECT_EQ(m["dejaview_server_batches_acked_total"], 2);
+  EXPECT_EQ(m["dejaview_store_tier_objects{tier=\"disk\"}"], 2);
+  EXPECT_EQ(m["dejaview_store_copy_pending_objects"], 0);  // no remote tier configured
 }
 
 // CURVE with a keys directory, over real TCP sockets: keys and the server's secret written the
@@ -296,6 +326,33 @@ TEST_F(Auth, KeysDirectoryProblemsNameTheFile) {
   std::atomic<bool> stop{true};
   const Status s = RunServer(options_, &stop, [](const std::string&) {});
   EXPECT_EQ(s.message(), "server: CURVE needs a keys directory (--keys-dir)");
+}
+
+// Names become paths on the server (drive folders, map versions): a record naming a parent
+// directory is refused whole, with the field named, before anything is stored.
+TEST(Limits, NamesThatWouldEscapeTheirFolderAreRefused) {
+  const std::string dir = test::ScratchDir();
+  ServerOptions o;
+  IngestStats stats;
+  o.stats_out = &stats;
+  {
+    RunningServer server(dir, o);
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(server.endpoint());
+    Exchange(&dealer, Hello());
+    for (const char* field : {"drive", "map_version"}) {
+      transport::SpoolRecord r = Rec(0, 1);
+      (std::string(field) == "drive" ? r.meta.drive : r.meta.map_version) = "../../etc";
+      const Message m = Exchange(&dealer, Data(1, {r}));
+      EXPECT_EQ(m.reason, NackReason::kBadMessage);
+      EXPECT_NE(m.detail.find(std::string(field) + ": starts with '.'"), std::string::npos)
+          << m.detail;
+    }
+  }
+  EXPECT_EQ(stats.records_stored, 0u);
+  EXPECT_EQ(stats.batches_nacked, 2u);
 }
 
 TEST(Limits, RateLimitDefersABatchAndItsResendIsStored) {

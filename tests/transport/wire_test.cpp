@@ -1,10 +1,12 @@
 #include "dejaview/transport/wire.h"
 
 #include <gtest/gtest.h>
+
 #include <lz4.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/file_util.h"
@@ -407,6 +409,31 @@ TEST(WireMalformed, UnmappableLayoutsNameTheField) {
   ASSERT_TRUE(frame.ok());
   EXPECT_EQ(ToPointCloud(*frame, nullptr).status().message(),
             "wire frame: field 'y' must be float32 or float64");
+}
+
+// Found by fuzz_wire_frame: a signed ring field holding -98 (converting it was undefined).
+TEST(WireMalformed, RingOutsideUint16IsRejectedWithThePoint) {
+  for (const auto& [type, byte, text] :
+       {std::tuple<uint8_t, uint8_t, const char*>{1, 0x9e, "ring -98"},  // int8 -98
+        std::tuple<uint8_t, uint8_t, const char*>{2, 0x9e, nullptr}}) {  // uint8 158: fine
+    RawMsg m;
+    m.fields.push_back({"ring", 13, type, 1});
+    m.fields[3].type = 2;      // intensity: uint8 at 12, so the ring fits before the stride ends
+    m.points[16 + 13] = byte;  // the second point's ring
+    const auto bytes = m.Bytes();
+    auto frame = DecodeFrame(bytes.data(), bytes.size(), nullptr);
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    WireCounters counters;
+    auto cloud = ToPointCloud(*frame, &counters);
+    if (text) {
+      EXPECT_EQ(cloud.status().message(),
+                std::string("wire frame: point 1: ") + text + " outside [0, 65535]");
+      EXPECT_EQ(counters.rejected[size_t(Reject::kNotMappable)], 1u);
+    } else {
+      ASSERT_TRUE(cloud.ok()) << cloud.status().ToString();
+      EXPECT_EQ(cloud->ring[1], 158);
+    }
+  }
 }
 
 TEST(WirePose, RoundTripAndRejections) {

@@ -26,6 +26,9 @@ std::vector<uint8_t> EncodeKittiBin(const PointCloud& cloud);
 StatusOr<PointCloud> DecodeKittiBin(const uint8_t* data, size_t size, const std::string& name);
 
 StatusOr<std::vector<Pose>> ReadKittiPoses(const std::string& path);
+// The text of a poses.txt / timestamps.txt; name is for the error messages (file:line).
+StatusOr<std::vector<Pose>> ParseKittiPoses(const std::string& text, const std::string& name);
+StatusOr<std::vector<double>> ParseTimestamps(const std::string& text, const std::string& name);
 Status WriteKittiPoses(const std::string& path, const std::vector<Pose>& poses);
 StatusOr<std::vector<double>> ReadTimestamps(const std::string& path);
 Status WriteTimestamps(const std::string& path, const std::vector<double>& seconds);

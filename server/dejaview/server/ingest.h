@@ -102,6 +102,10 @@ struct ServerOptions {
   std::string keys_dir;
   std::atomic<bool>* reload = nullptr;
   IngestLimits limits;
+  // Prometheus GET /metrics on "host:port" (port 0: a free one, written to metrics_port_file);
+  // empty: none.
+  std::string metrics_listen;
+  std::string metrics_port_file;
   // Filled with the final counters when RunServer returns (tests, the shutdown log).
   IngestStats* stats_out = nullptr;
   // The maps root the map service serves from (docs/map-sync.md); empty: no map service.

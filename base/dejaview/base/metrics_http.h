@@ -10,7 +10,7 @@
 
 #include "dejaview/base/status.h"
 
-namespace dv::agent {
+namespace dv::metrics {
 
 class MetricsHttp {
  public:
@@ -30,4 +30,4 @@ class MetricsHttp {
   std::thread thread_;
 };
 
-}  // namespace dv::agent
+}  // namespace dv::metrics

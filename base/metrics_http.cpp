@@ -1,4 +1,4 @@
-#include "dejaview/agent/metrics_http.h"
+#include "dejaview/base/metrics_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,13 +9,13 @@
 #include <cerrno>
 #include <cstring>
 
-namespace dv::agent {
+namespace dv::metrics {
 
 StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const std::string& listen,
                                                           std::function<std::string()> render) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos)
-    return Status::InvalidArgument("metrics_listen: '" + listen + "' is not host:port");
+    return Status::InvalidArgument("metrics address '" + listen + "' is not host:port");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   const std::string host = listen.substr(0, colon);
@@ -23,7 +23,7 @@ StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const std::string& lis
   const long port = std::strtol(listen.c_str() + colon + 1, &end, 10);
   if (*end != '\0' || port < 0 || port > 65535 ||
       inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return Status::InvalidArgument("metrics_listen: '" + listen + "' is not IPv4-address:port");
+    return Status::InvalidArgument("metrics address '" + listen + "' is not IPv4-address:port");
   }
   addr.sin_port = htons(uint16_t(port));
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -87,4 +87,4 @@ void MetricsHttp::Serve() {
   }
 }
 
-}  // namespace dv::agent
+}  // namespace dv::metrics

@@ -1,0 +1,259 @@
+// dejaview_ingest_bench: the server's acknowledged path, measured end to end (DEALER -> ROUTER
+// over TCP loopback -> parse -> dedup look-up -> store Put with fsync -> frame index commit ->
+// ACK) with the remote tier's lazy copy off and on, side by side in one run:
+//   1. ack latency of DATA batches, one in flight, in alternating blocks (same machine load);
+//   2. throughput with a window of batches in flight, as the agent uploads.
+// Two servers run in this process, one per mode, each on its own store and SQLite index; the
+// "on" one copies to a real s3rver started here. Prints markdown tables. Usage:
+//   dejaview_ingest_bench [--blocks N] [--batches N] [--records N] [--kib K] [--window W]
+//                         [--dir DIR]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "dejaview/base/file_util.h"
+#include "dejaview/server/ingest.h"
+#include "s3rver_process.h"
+
+namespace dv::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int blocks = 6;    // latency blocks per mode
+  int batches = 40;  // batches per latency block
+  int records = 8;   // records per batch
+  size_t kib = 44;   // a KITTI frame at T = 0.1 m is about 44 KB of delta (BENCHMARK.md)
+  int window = 4;    // the agent's default upload.window
+  int throughput_batches = 200;
+  std::string dir = (std::filesystem::temp_directory_path() / "dejaview-ingest-bench").string();
+};
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
+}
+
+class Server {
+ public:
+  Server(const std::string& dir, const std::string& store_yaml) {
+    ServerOptions o;
+    o.listen = "tcp://127.0.0.1:0";
+    o.store_dir = dir;
+    o.store_config = store_yaml;
+    std::promise<std::string> bound;
+    auto endpoint = bound.get_future();
+    thread_ = std::thread([this, o, &bound] {
+      status_ = RunServer(o, &stop_, [&](const std::string& e) { bound.set_value(e); });
+      if (!status_.ok()) {
+        std::fprintf(stderr, "%s\n", status_.ToString().c_str());
+        bound.set_value("");
+      }
+    });
+    endpoint_ = endpoint.get();
+  }
+  ~Server() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::string endpoint_;
+  Status status_;
+};
+
+// One vehicle's upload connection: HELLO, then DATA batches of fresh records.
+class Client {
+ public:
+  Client(zmq::context_t* ctx, const std::string& endpoint, const Args& args)
+      : socket_(*ctx, zmq::socket_type::dealer), args_(args), rng_(7) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvtimeo, 30'000);
+    socket_.connect(endpoint);
+    transport::Message hello;
+    hello.type = transport::MessageType::kHello;
+    hello.vehicle = "bench";
+    hello.sensor_ids = {0};
+    Send(hello);
+    ok_ = Receive().type == transport::MessageType::kAck;
+  }
+  bool ok() const { return ok_; }
+  void SendBatch() {
+    transport::Message m;
+    m.type = transport::MessageType::kData;
+    m.batch_id = ++batch_;
+    for (int i = 0; i < args_.records; ++i) {
+      transport::SpoolRecord r;
+      r.id = ++sequence_;
+      r.meta.vehicle = "bench";
+      r.meta.drive = "d";
+      r.meta.sequence = sequence_;
+      r.meta.timestamp_ns = int64_t(sequence_) * 100'000'000;
+      r.payload.resize(args_.kib << 10);
+      for (auto& b : r.payload) b = uint8_t(rng_());  // incompressible, like coded deltas
+      m.records.push_back(std::move(r));
+    }
+    Send(m);
+  }
+  // The next ACK; a NACK or a timeout is fatal to the benchmark.
+  bool ReceiveAck() {
+    const transport::Message m = Receive();
+    if (m.type != transport::MessageType::kAck || m.stored != uint32_t(args_.records)) {
+      std::fprintf(stderr, "ingest_bench: batch not stored: %s\n", m.detail.c_str());
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  void Send(const transport::Message& m) {
+    const auto bytes = transport::EncodeMessage(m);
+    socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
+  }
+  transport::Message Receive() {
+    zmq::message_t reply;
+    if (!socket_.recv(reply, zmq::recv_flags::none)) return {};
+    auto d = transport::DecodeMessage(static_cast<const uint8_t*>(reply.data()), reply.size());
+    return d.ok() ? std::move(d).value() : transport::Message{};
+  }
+  zmq::socket_t socket_;
+  const Args& args_;
+  std::mt19937 rng_;
+  uint64_t batch_ = 0, sequence_ = 0;
+  bool ok_ = false;
+};
+
+Status WriteStoreYaml(const std::string& path, const std::string& disk_dir,
+                      const store::S3rverProcess* s3) {
+  std::string y = "memory:\n  budget_bytes: 0\ndisk:\n  dir: " + disk_dir + "\n";
+  if (s3) {
+    y += "remote:\n  endpoint: " + s3->config().endpoint + "\n  bucket: " + s3->config().bucket +
+         "\n  region: us-east-1\n";
+  }
+  return WriteFileAtomic(path, y);
+}
+
+int Main(const Args& args) {
+  std::error_code ec;
+  std::filesystem::remove_all(args.dir, ec);
+  if (!MakeDirs(args.dir).ok()) return 1;
+  auto s3 = store::S3rverProcess::Start(args.dir + "/s3", "bench");
+  if (!s3.ok()) {
+    std::fprintf(stderr, "%s\n", s3.status().ToString().c_str());
+    return 1;
+  }
+  for (const char* mode : {"off", "on"}) {
+    const std::string d = args.dir + "/" + mode;
+    const Status st =
+        WriteStoreYaml(d + ".yaml", d, std::strcmp(mode, "on") == 0 ? s3->get() : nullptr);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  Server off(args.dir + "/off", args.dir + "/off.yaml");
+  Server on(args.dir + "/on", args.dir + "/on.yaml");
+  if (off.endpoint().empty() || on.endpoint().empty()) return 1;
+  zmq::context_t ctx(1);
+  Client c_off(&ctx, off.endpoint(), args), c_on(&ctx, on.endpoint(), args);
+  if (!c_off.ok() || !c_on.ok()) return 1;
+  Client* clients[2] = {&c_off, &c_on};
+
+  // 1. Latency: one batch in flight; the order of the modes alternates per block, and a pause
+  // after each block lets the copier drain what the "on" block queued before "off" is timed.
+  std::vector<double> ms[2];
+  for (int b = 0; b < args.blocks; ++b) {
+    for (int k = 0; k < 2; ++k) {
+      const int m = (b + k) % 2;
+      for (int i = 0; i < args.batches; ++i) {
+        const auto t0 = Clock::now();
+        clients[m]->SendBatch();
+        if (!clients[m]->ReceiveAck()) return 1;
+        ms[m].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    }
+  }
+  // 2. Throughput: a window of batches in flight, each mode once, "off" first then "on".
+  double seconds[2];
+  for (int m = 0; m < 2; ++m) {
+    const auto t0 = Clock::now();
+    int sent = 0, acked = 0;
+    while (acked < args.throughput_batches) {
+      while (sent < args.throughput_batches && sent - acked < args.window) {
+        clients[m]->SendBatch();
+        ++sent;
+      }
+      if (!clients[m]->ReceiveAck()) return 1;
+      ++acked;
+    }
+    seconds[m] = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  }
+  const double batch_mb = double(args.records) * double(args.kib << 10) / 1e6;
+  std::printf("### Ingest through dejaview-server: batches of %d records x %zu KiB\n\n",
+              args.records, args.kib);
+  std::printf(
+      "| remote copy | ack p50 ms | ack p99 ms | batches timed | throughput, window %d: "
+      "records/s | MB/s |\n|---|---|---|---|---|---|\n",
+      args.window);
+  const char* names[2] = {"off", "on (lazy)"};
+  for (int m = 0; m < 2; ++m) {
+    std::printf("| %s | %.2f | %.2f | %zu | %.0f | %.1f |\n", names[m], Percentile(ms[m], 0.5),
+                Percentile(ms[m], 0.99), ms[m].size(),
+                double(args.throughput_batches * args.records) / seconds[m],
+                double(args.throughput_batches) * batch_mb / seconds[m]);
+  }
+  std::printf("\np50 on vs off: %+.1f%%, p99 on vs off: %+.1f%%\n",
+              100.0 * (Percentile(ms[1], 0.5) / Percentile(ms[0], 0.5) - 1),
+              100.0 * (Percentile(ms[1], 0.99) / Percentile(ms[0], 0.99) - 1));
+  return 0;
+}
+
+}  // namespace
+}  // namespace dv::server
+
+int main(int argc, char** argv) {
+  dv::server::Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--blocks")
+      a.blocks = std::atoi(v.c_str());
+    else if (k == "--batches")
+      a.batches = std::atoi(v.c_str());
+    else if (k == "--records")
+      a.records = std::atoi(v.c_str());
+    else if (k == "--kib")
+      a.kib = size_t(std::atol(v.c_str()));
+    else if (k == "--window")
+      a.window = std::atoi(v.c_str());
+    else if (k == "--throughput-batches")
+      a.throughput_batches = std::atoi(v.c_str());
+    else if (k == "--dir")
+      a.dir = v;
+    else {
+      std::fprintf(stderr, "ingest_bench: unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  if (a.blocks < 1 || a.batches < 1 || a.records < 1 || a.records > 256 || a.kib < 1 ||
+      a.window < 1 || a.throughput_batches < 1) {
+    std::fprintf(stderr, "ingest_bench: every count must be positive (records <= 256)\n");
+    return 2;
+  }
+  return dv::server::Main(a);
+}
