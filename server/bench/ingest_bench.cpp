@@ -1,10 +1,10 @@
 // dejaview_ingest_bench: the server's acknowledged path, measured end to end (DEALER -> ROUTER
 // over TCP loopback -> parse -> dedup look-up -> store Put with fsync -> frame index commit ->
 // ACK) with the remote tier's lazy copy off and on, side by side in one run:
-//   1. ack latency of DATA batches, one in flight, in alternating blocks (same machine load);
+//   1. ack latency of DATA batches, one in flight, in rotating blocks (same machine load);
 //   2. throughput with a window of batches in flight, as the agent uploads.
-// Two servers run in this process, one per mode, each on its own store and SQLite index; the
-// "on" one copies to a real s3rver started here. Prints markdown tables. Usage:
+// Three servers run in this process, one per mode, each on its own store and SQLite index; the
+// "on" ones copy to a real s3rver started here. Prints markdown tables. Usage:
 //   dejaview_ingest_bench [--blocks N] [--batches N] [--records N] [--kib K] [--window W]
 //                         [--dir DIR]
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -137,12 +138,14 @@ class Client {
   bool ok_ = false;
 };
 
+// idle_ms < 0: no remote tier; otherwise the remote tier with copier.idle_ms = idle_ms.
 Status WriteStoreYaml(const std::string& path, const std::string& disk_dir,
-                      const store::S3rverProcess* s3) {
+                      const store::S3rverProcess& s3, int idle_ms) {
   std::string y = "memory:\n  budget_bytes: 0\ndisk:\n  dir: " + disk_dir + "\n";
-  if (s3) {
-    y += "remote:\n  endpoint: " + s3->config().endpoint + "\n  bucket: " + s3->config().bucket +
-         "\n  region: us-east-1\n";
+  if (idle_ms >= 0) {
+    y += "remote:\n  endpoint: " + s3.config().endpoint + "\n  bucket: " + s3.config().bucket +
+         "\n  region: us-east-1\n  prefix: " + std::to_string(idle_ms) +
+         "/\ncopier:\n  idle_ms: " + std::to_string(idle_ms) + "\n";
   }
   return WriteFileAtomic(path, y);
 }
@@ -156,29 +159,33 @@ int Main(const Args& args) {
     std::fprintf(stderr, "%s\n", s3.status().ToString().c_str());
     return 1;
   }
-  for (const char* mode : {"off", "on"}) {
-    const std::string d = args.dir + "/" + mode;
-    const Status st =
-        WriteStoreYaml(d + ".yaml", d, std::strcmp(mode, "on") == 0 ? s3->get() : nullptr);
+  // Three servers: no remote tier, the lazy copy as soon as objects arrive, and the lazy copy
+  // gated on a 100 ms pause in puts (copier.idle_ms).
+  constexpr int kModes = 3;
+  const int idle[kModes] = {-1, 0, 100};
+  const char* names[kModes] = {"off", "on (lazy, copy at once)", "on (lazy, idle_ms 100)"};
+  zmq::context_t ctx(1);  // before the clients: their sockets close before it terminates
+  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int m = 0; m < kModes; ++m) {
+    const std::string d = args.dir + "/mode" + std::to_string(m);
+    const Status st = WriteStoreYaml(d + ".yaml", d, **s3, idle[m]);
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", st.ToString().c_str());
       return 1;
     }
+    servers.push_back(std::make_unique<Server>(d, d + ".yaml"));
+    if (servers.back()->endpoint().empty()) return 1;
+    clients.push_back(std::make_unique<Client>(&ctx, servers.back()->endpoint(), args));
+    if (!clients.back()->ok()) return 1;
   }
-  Server off(args.dir + "/off", args.dir + "/off.yaml");
-  Server on(args.dir + "/on", args.dir + "/on.yaml");
-  if (off.endpoint().empty() || on.endpoint().empty()) return 1;
-  zmq::context_t ctx(1);
-  Client c_off(&ctx, off.endpoint(), args), c_on(&ctx, on.endpoint(), args);
-  if (!c_off.ok() || !c_on.ok()) return 1;
-  Client* clients[2] = {&c_off, &c_on};
 
   // 1. Latency: one batch in flight; the order of the modes alternates per block, and a pause
   // after each block lets the copier drain what the "on" block queued before "off" is timed.
-  std::vector<double> ms[2];
+  std::vector<double> ms[kModes];
   for (int b = 0; b < args.blocks; ++b) {
-    for (int k = 0; k < 2; ++k) {
-      const int m = (b + k) % 2;
+    for (int k = 0; k < kModes; ++k) {
+      const int m = (b + k) % kModes;
       for (int i = 0; i < args.batches; ++i) {
         const auto t0 = Clock::now();
         clients[m]->SendBatch();
@@ -188,9 +195,9 @@ int Main(const Args& args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     }
   }
-  // 2. Throughput: a window of batches in flight, each mode once, "off" first then "on".
-  double seconds[2];
-  for (int m = 0; m < 2; ++m) {
+  // 2. Throughput: a window of batches in flight, each mode once, in order.
+  double seconds[kModes];
+  for (int m = 0; m < kModes; ++m) {
     const auto t0 = Clock::now();
     int sent = 0, acked = 0;
     while (acked < args.throughput_batches) {
@@ -211,16 +218,19 @@ int Main(const Args& args) {
       "| remote copy | ack p50 ms | ack p99 ms | batches timed | throughput, window %d: "
       "records/s | MB/s |\n|---|---|---|---|---|---|\n",
       args.window);
-  const char* names[2] = {"off", "on (lazy)"};
-  for (int m = 0; m < 2; ++m) {
+  for (int m = 0; m < kModes; ++m) {
     std::printf("| %s | %.2f | %.2f | %zu | %.0f | %.1f |\n", names[m], Percentile(ms[m], 0.5),
                 Percentile(ms[m], 0.99), ms[m].size(),
                 double(args.throughput_batches * args.records) / seconds[m],
                 double(args.throughput_batches) * batch_mb / seconds[m]);
   }
-  std::printf("\np50 on vs off: %+.1f%%, p99 on vs off: %+.1f%%\n",
-              100.0 * (Percentile(ms[1], 0.5) / Percentile(ms[0], 0.5) - 1),
-              100.0 * (Percentile(ms[1], 0.99) / Percentile(ms[0], 0.99) - 1));
+  std::printf("\n");
+  for (int m = 1; m < kModes; ++m) {
+    std::printf("%s vs off: p50 %+.1f%%, p99 %+.1f%%, throughput %+.1f%%\n", names[m],
+                100.0 * (Percentile(ms[m], 0.5) / Percentile(ms[0], 0.5) - 1),
+                100.0 * (Percentile(ms[m], 0.99) / Percentile(ms[0], 0.99) - 1),
+                100.0 * (seconds[0] / seconds[m] - 1));
+  }
   return 0;
 }
 

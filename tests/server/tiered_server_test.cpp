@@ -110,7 +110,8 @@ class TieredServer : public ::testing::Test {
     std::ofstream(path) << "remote: {endpoint: \"" << s3_->config().endpoint
                         << "\", bucket: fleet, prefix: \"f/\"}\n"
                         << "copier: {concurrency: 1, pack_target_bytes: 16384, coalesce_ms: "
-                        << coalesce_ms << "}\n";
+                        << coalesce_ms
+                        << ", idle_ms: 0}\n";  // copies run during ingest (the kill case)
     return path;
   }
   std::unique_ptr<test::Process> StartServer(const std::string& name, const std::string& tiers,

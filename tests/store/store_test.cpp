@@ -7,8 +7,10 @@
 
 #include <map>
 #include <random>
+#include <thread>
 
 #include "dejaview/store/store.h"
+#include "process_util.h"
 #include "s3rver_process.h"
 #include "testutil.h"
 
@@ -33,6 +35,7 @@ StoreConfig Config(const std::string& dir, const S3rverProcess* s3) {
   c.copier.pack_target_bytes = 64 << 10;
   c.copier.small_object_bytes = 32 << 10;
   c.copier.coalesce_ms = 5;
+  c.copier.idle_ms = 0;  // copies alongside puts: the kill tests need them mid-ingest
   c.copier.concurrency = 2;
   c.read.chunk_bytes = 16 << 10;
   return c;
@@ -86,6 +89,37 @@ TEST(Store, AcknowledgesOnDiskAndCopiesLazilyInPacks) {
   auto store = Store::Open(Config(dir, s3.get()));
   ASSERT_TRUE(store.ok());
   EXPECT_EQ((*store)->Metrics().copy_pending_objects, 0u);
+}
+
+// copier.idle_ms: copies wait for a pause in puts (bounded by max_delay_ms); Flush opens the gate.
+TEST(Store, IdleGateHoldsCopiesUntilPutsPauseAndFlushOpensIt) {
+  const std::string dir = test::ScratchDir();
+  auto s3 = StartS3rver(dir);
+  ASSERT_TRUE(s3);
+  StoreConfig held = Config(dir + "/held", s3.get());
+  held.copier.idle_ms = 600'000;       // ten minutes: nothing can be copied within this test but
+  held.copier.max_delay_ms = 600'000;  // through Flush
+  auto store = Store::Open(held);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  for (int i = 0; i < 3; ++i) {
+    const auto b = Object(i, 3000);
+    ASSERT_TRUE((*store)->Put(b.data(), b.size()).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // well past coalesce_ms (5)
+  EXPECT_EQ((*store)->Metrics().objects_copied, 0u);
+  EXPECT_EQ((*store)->Metrics().copy_pending_objects, 3u);
+  ASSERT_TRUE((*store)->Flush(20000).ok());
+  EXPECT_EQ((*store)->Metrics().objects_copied, 3u);
+
+  StoreConfig bounded = Config(dir + "/bounded", s3.get());
+  bounded.remote.prefix = "b/";
+  bounded.copier.idle_ms = 600'000;
+  bounded.copier.max_delay_ms = 100;  // continuous ingest still gets its copies this late
+  auto store2 = Store::Open(bounded);
+  ASSERT_TRUE(store2.ok()) << store2.status().ToString();
+  const auto b = Object(9, 3000);
+  ASSERT_TRUE((*store2)->Put(b.data(), b.size()).ok());
+  EXPECT_TRUE(test::WaitUntil([&] { return (*store2)->Metrics().objects_copied == 1; }, 20));
 }
 
 TEST(Store, ReadsFromEveryTierAndSplitsLargeObjects) {

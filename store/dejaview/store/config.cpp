@@ -58,6 +58,10 @@ const config::Schema<CopierConfig>& CopierSchema() {
                uint64_t(1) << 30, "larger objects are a pack of their own")
           .Int("coalesce_ms", &CopierConfig::coalesce_ms, 0, 3'600'000,
                "how long small objects wait for a pack to fill")
+          .Int("idle_ms", &CopierConfig::idle_ms, 0, 3'600'000,
+               "start copies only after this long without a put (0: at once)")
+          .Int("max_delay_ms", &CopierConfig::max_delay_ms, 0, 86'400'000,
+               "longest an object waits for an idle gap")
           .String("journal", &CopierConfig::journal, "default <disk.dir>/copy.journal");
   return s;
 }

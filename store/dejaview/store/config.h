@@ -50,7 +50,12 @@ struct CopierConfig {
   uint64_t pack_target_bytes = 8ull << 20;   // coalesce small objects up to this size
   uint64_t small_object_bytes = 1ull << 20;  // larger objects travel as a pack of one
   int coalesce_ms = 20;                      // wait this long for a pack to fill
-  std::string journal;                       // default: <disk.dir>/copy.journal
+  // Lazy: start a copy only once no Put came for idle_ms, so that copies fill the gaps between
+  // ingest bursts instead of contending with its fsyncs (0: copy at once); max_delay_ms bounds
+  // how long the oldest object waits for such a gap under continuous ingest.
+  int idle_ms = 100;
+  int max_delay_ms = 10'000;
+  std::string journal;  // default: <disk.dir>/copy.journal
 };
 
 struct ReadConfig {

@@ -105,6 +105,7 @@ StatusOr<ObjectId> Store::Put(const uint8_t* data, size_t size, bool hold_copy) 
   if (!disk_->Has(id)) {
     if (remote_) {
       std::lock_guard<std::mutex> lock(mu_);
+      last_put_ = Clock::now();
       if (copied_.count(id) || remote_->Has(id)) return id;
     }
     FreeDisk(size);
@@ -166,6 +167,15 @@ bool Store::TakeBatch(std::unique_lock<std::mutex>& lock, Batch* batch) {
     if (!large && small_bytes < config_.copier.pack_target_bytes && Clock::now() < deadline) {
       copy_cv_.wait_until(lock, deadline);
       continue;
+    }
+    if (config_.copier.idle_ms > 0 && flushing_ == 0) {
+      const auto quiet = last_put_ + std::chrono::milliseconds(config_.copier.idle_ms);
+      const auto forced =
+          pending_.front().since + std::chrono::milliseconds(config_.copier.max_delay_ms);
+      if (Clock::now() < std::min(quiet, forced)) {
+        copy_cv_.wait_until(lock, std::min(quiet, forced));
+        continue;
+      }
     }
     uint64_t bytes = 0;
     while (!pending_.empty()) {
@@ -252,9 +262,12 @@ void Store::CopyWorker() {
 Status Store::Flush(int timeout_ms) {
   if (!remote_) return Status::Ok();
   std::unique_lock<std::mutex> lock(mu_);
+  ++flushing_;
+  copy_cv_.notify_all();  // copiers held by the idle gate start now
   const bool done = flush_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] {
     return pending_.empty() && redo_.empty() && batches_in_flight_ == 0;
   });
+  --flushing_;
   if (done) return Status::Ok();
   return Status::Unavailable("store flush: " + std::to_string(pending_.size() + redo_.size()) +
                              " copies still pending after " + std::to_string(timeout_ms) + " ms" +

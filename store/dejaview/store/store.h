@@ -137,6 +137,8 @@ class Store {
   uint64_t pending_bytes_ = 0;
   int batches_in_flight_ = 0;
   bool stop_ = false;
+  int flushing_ = 0;            // Flush calls waiting: the idle gate is open for them
+  Clock::time_point last_put_;  // the idle gate (copier.idle_ms) waits for quiet after it
   uint64_t objects_copied_ = 0, packs_uploaded_ = 0, copy_errors_ = 0;
   std::string last_copy_error_;
   std::vector<std::thread> copiers_;
