@@ -8,12 +8,14 @@
 #include <thread>
 #include <vector>
 
+#include "dejaview/agent/map_sync.h"
 #include "dejaview/agent/subscriber.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/base/metrics_http.h"
 #include "dejaview/codec/codec.h"
+#include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"
 
 namespace dv::agent {
@@ -71,18 +73,28 @@ Status Agent::ReadDrive(const std::atomic<bool>* stop) {
   return Status::Ok();
 }
 
+std::string Agent::CurrentMapDir() {
+  std::lock_guard<std::mutex> lock(map_mu_);
+  return map_dir_;
+}
+
 void Agent::EncodeLoop() {
   // RouteMap caches tiles and is not thread-safe: each worker has its own, sharing the budget.
   std::unique_ptr<maps::RouteMap> map;
-  if (!config_.map_dir.empty()) {
-    auto m =
-        maps::OpenMap(config_.map_dir, size_t(config_.map_memory_bytes / config_.encoder_threads));
+  uint64_t generation = 0;
+  auto open_map = [&] {
+    generation = map_generation_;
+    const std::string dir = CurrentMapDir();
+    map.reset();
+    if (dir.empty()) return;
+    auto m = maps::OpenMap(dir, size_t(config_.map_memory_bytes / config_.encoder_threads));
     if (m.ok()) {
       map = std::move(m).value();
     } else {
       spdlog::error("agent: {}; frames are intra-coded", m.status().ToString());
     }
-  }
+  };
+  open_map();
   codec::EncoderParams params;
   params.tolerance_m = config_.tolerance_m;
   params.residual_precision_m = config_.residual_precision_m;
@@ -90,6 +102,7 @@ void Agent::EncodeLoop() {
   for (;;) {
     std::optional<Frame> f = queue_.Pop();
     if (!f) return;
+    if (map_generation_ != generation) open_map();
     const Clock::time_point t0 = Clock::now();
     codec::FrameInfo info;
     info.sequence = f->sequence;
@@ -194,10 +207,73 @@ std::string Agent::RenderMetrics() const {
     line("upload_connected", "gauge", u.connected ? 1 : 0);
   }
   line("map_tiles_loaded", "gauge", double(stats_.map_tiles_loaded));
+  line("map_sync_attempts_total", "counter", double(stats_.map_sync_attempts));
+  line("map_sync_errors_total", "counter", double(stats_.map_sync_errors));
+  line("map_versions_switched_total", "counter", double(stats_.map_versions_switched));
+  line("map_tiles_fetched_total", "counter", double(stats_.map_tiles_fetched));
+  line("map_tiles_reused_total", "counter", double(stats_.map_tiles_reused));
+  line("map_bytes_fetched_total", "counter", double(stats_.map_bytes_fetched));
+  line("map_sync_wire_bytes_total", "counter", double(stats_.map_bytes_on_wire));
   return out;
 }
 
+void Agent::MapSyncLoop(const std::atomic<bool>* stop, const transport::CurveKeys& keys) {
+  const auto interval = std::chrono::milliseconds(config_.map_sync.interval_ms);
+  bool was_connected = false;
+  Clock::time_point next{};
+  while (!stop->load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Map sync shares the upload's link: it runs while the uploader is connected, at once on
+    // each new connection and every interval after.
+    const bool connected = uploader_->stats().connected;
+    const Clock::time_point now = Clock::now();
+    if (!connected || (was_connected && now < next)) {
+      was_connected = connected;
+      continue;
+    }
+    was_connected = true;
+    next = now + interval;
+    ++stats_.map_sync_attempts;
+    const std::string current = CurrentMapDir();
+    auto socket = MapSyncSocket::Connect(config_, keys, stop);
+    StatusOr<MapSyncResult> r = socket.status();
+    if (socket.ok()) {
+      r = SyncMap([&](const std::vector<uint8_t>& req) { return (*socket)->Exchange(req); },
+                  current, config_.map_sync.root, uint32_t(config_.map_sync.chunk_bytes));
+    }
+    if (!r.ok()) {
+      if (stop->load()) break;  // interrupted by shutdown, not a failure
+      ++stats_.map_sync_errors;
+      spdlog::error("agent: map sync failed, keeping {}: {}", current.empty() ? "no map" : current,
+                    r.status().ToString());
+      continue;
+    }
+    stats_.map_tiles_fetched += r->tiles_fetched;
+    stats_.map_tiles_reused += r->tiles_reused;
+    stats_.map_bytes_fetched += r->bytes_fetched;
+    stats_.map_bytes_on_wire += r->bytes_on_wire;
+    if (!r->changed) continue;
+    {
+      std::lock_guard<std::mutex> lock(map_mu_);
+      map_dir_ = config_.map_sync.root + "/" + r->version;
+    }
+    ++map_generation_;
+    ++stats_.map_versions_switched;
+    spdlog::info(
+        "agent: map version {} synced ({} tiles fetched, {} reused, {} bytes); new frames "
+        "use it",
+        r->version, r->tiles_fetched, r->tiles_reused, r->bytes_fetched);
+  }
+}
+
 Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
+  map_dir_ = config_.map_dir;
+  if (config_.map_sync.enabled) {
+    DV_ASSIGN_OR_RETURN(const std::string latest, maps::ReadLatest(config_.map_sync.root));
+    if (!latest.empty()) map_dir_ = config_.map_sync.root + "/" + latest;
+    spdlog::info("agent: map sync on (root {}); starting with {}", config_.map_sync.root,
+                 map_dir_.empty() ? "no map" : map_dir_);
+  }
   DV_ASSIGN_OR_RETURN(spool_, transport::Spool::Open(config_.spool));
   {
     const transport::SpoolStats s = spool_->stats();
@@ -211,8 +287,8 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   if (!config_.upload.curve_key_file.empty()) {
     DV_ASSIGN_OR_RETURN(keys, transport::LoadCurveKeyFile(config_.upload.curve_key_file));
   }
-  uploader_ = std::make_unique<Uploader>(config_.upload, config_.vehicle, sensors, spool_.get(),
-                                         std::move(keys));
+  uploader_ =
+      std::make_unique<Uploader>(config_.upload, config_.vehicle, sensors, spool_.get(), keys);
 
   std::unique_ptr<metrics::MetricsHttp> http;
   if (!config_.metrics_listen.empty()) {
@@ -227,6 +303,9 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   }
   std::atomic<bool> stop_uploader{false};
   std::thread upload_thread([&] { uploader_->Run(&stop_uploader); });
+  std::thread map_sync_thread;
+  if (config_.map_sync.enabled)
+    map_sync_thread = std::thread([&] { MapSyncLoop(&stop_uploader, keys); });
   std::vector<std::thread> workers;
   for (int i = 0; i < config_.encoder_threads; ++i) workers.emplace_back([this] { EncodeLoop(); });
   std::atomic<bool> source_done{false};
@@ -261,6 +340,7 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   const Status synced = spool_->SyncIfDue(true);
   stop_uploader = true;
   upload_thread.join();
+  if (map_sync_thread.joinable()) map_sync_thread.join();
   const transport::SpoolStats st = spool_->stats();
   spdlog::info("agent: stopped; {} frames in, {} encoded, {} dropped; {} records pending upload",
                stats_.frames_in.load(), stats_.frames_encoded.load(), queue_.dropped(),

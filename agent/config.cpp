@@ -7,6 +7,7 @@
 #include <set>
 
 #include "dejaview/base/file_util.h"
+#include "dejaview/transport/map_sync.h"
 #include "dejaview/transport/upload.h"
 
 namespace dv::agent {
@@ -119,6 +120,26 @@ Status ParseUpload(const YAML::Node& node, UploadConfig* u) {
   return Status::Ok();
 }
 
+Status ParseMapSync(const YAML::Node& node, MapSyncConfig* m) {
+  Section s(node, "map_sync.");
+  int64_t chunk_kb = m->chunk_bytes >> 10;
+  DV_RETURN_IF_ERROR(s.Get("enabled", &m->enabled));
+  DV_RETURN_IF_ERROR(s.Get("root", &m->root));
+  DV_RETURN_IF_ERROR(s.Get("endpoint", &m->endpoint));
+  DV_RETURN_IF_ERROR(s.Get("interval_ms", &m->interval_ms));
+  DV_RETURN_IF_ERROR(s.Get("timeout_ms", &m->timeout_ms));
+  DV_RETURN_IF_ERROR(s.Get("chunk_kb", &chunk_kb));
+  DV_RETURN_IF_ERROR(s.CheckUnknown());
+  if (m->enabled && m->root.empty())
+    return Status::InvalidArgument("map_sync.root: required when map_sync.enabled");
+  DV_RETURN_IF_ERROR(Positive("map_sync.interval_ms", m->interval_ms));
+  DV_RETURN_IF_ERROR(Positive("map_sync.timeout_ms", m->timeout_ms));
+  if (chunk_kb < 1 || chunk_kb > int64_t(transport::kMaxMapChunkBytes >> 10))
+    return Status::InvalidArgument("map_sync.chunk_kb: 1 to 1024");
+  m->chunk_bytes = int(chunk_kb << 10);
+  return Status::Ok();
+}
+
 Status ParseSpool(const YAML::Node& node, transport::SpoolOptions* o) {
   Section s(node, "spool.");
   std::string sync = "group_commit";
@@ -195,6 +216,8 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& text, const std::strin
       }
       DV_RETURN_IF_ERROR(ParseSpool(s.Child("spool"), &c.spool));
       if (const YAML::Node up = s.Child("upload")) DV_RETURN_IF_ERROR(ParseUpload(up, &c.upload));
+      if (const YAML::Node ms = s.Child("map_sync"))
+        DV_RETURN_IF_ERROR(ParseMapSync(ms, &c.map_sync));
       return s.CheckUnknown();
     }();
   } catch (const YAML::Exception& e) {

@@ -61,6 +61,26 @@ bool TrySend(zmq::socket_t* s, const std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
+StatusOr<std::unique_ptr<zmq::socket_t>> ConnectDealer(zmq::context_t* ctx,
+                                                       const std::string& endpoint,
+                                                       const UploadConfig& config,
+                                                       const transport::CurveKeys& keys) {
+  auto dealer = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::dealer);
+  try {
+    dealer->set(zmq::sockopt::linger, 0);
+    dealer->set(zmq::sockopt::immediate, 1);
+    if (!config.curve_server_key.empty()) {
+      dealer->set(zmq::sockopt::curve_serverkey, config.curve_server_key);
+      dealer->set(zmq::sockopt::curve_publickey, keys.public_z85);
+      dealer->set(zmq::sockopt::curve_secretkey, keys.secret_z85);
+    }
+    dealer->connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("connect " + endpoint + ": " + e.what());
+  }
+  return dealer;
+}
+
 void Uploader::Run(const std::atomic<bool>* stop) {
   zmq::context_t ctx(1);
   std::unique_ptr<zmq::socket_t> dealer;
@@ -113,22 +133,13 @@ void Uploader::Run(const std::atomic<bool>* stop) {
     stats_.gate_open = gate;
 
     if (!dealer && gate && now >= reconnect_at) {
-      dealer = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
-      dealer->set(zmq::sockopt::linger, 0);
-      dealer->set(zmq::sockopt::immediate, 1);
-      try {
-        if (!config_.curve_server_key.empty()) {
-          dealer->set(zmq::sockopt::curve_serverkey, config_.curve_server_key);
-          dealer->set(zmq::sockopt::curve_publickey, keys_.public_z85);
-          dealer->set(zmq::sockopt::curve_secretkey, keys_.secret_z85);
-        }
-        dealer->connect(config_.endpoint);
-      } catch (const zmq::error_t& e) {
-        spdlog::error("uploader: connect {}: {}", config_.endpoint, e.what());
-        dealer.reset();
+      auto connected = ConnectDealer(&ctx, config_.endpoint, config_, keys_);
+      if (!connected.ok()) {
+        spdlog::error("uploader: {}", connected.status().message());
         reconnect_at = now + std::chrono::milliseconds(config_.backoff_max_ms);
         continue;
       }
+      dealer = std::move(connected).value();
       ++stats_.reconnects;
       hello_sent = Clock::time_point{};  // HELLO as soon as the connection is up
     }

@@ -8,7 +8,8 @@
 
 namespace dv::maps {
 
-std::string TileFileName(const VoxelKey& tile);
+constexpr size_t kMaxManifestBytes = size_t(64) << 20;
+
 std::string FormatManifest(double resolution_m, const std::vector<TileInfo>& tiles);
 Status ParseManifest(const std::string& text, const std::string& name, double* resolution_m,
                      std::vector<TileInfo>* tiles);

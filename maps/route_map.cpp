@@ -13,7 +13,6 @@ namespace dv::maps {
 namespace {
 
 constexpr int kManifestVersion = 1;
-constexpr size_t kMaxManifestBytes = size_t(64) << 20;
 constexpr size_t kMaxTiles = size_t(1) << 20;
 // Tile keys beyond this would overflow int voxel keys (tile * 256 + 255).
 constexpr int kMaxTileKey = 1 << 22;

@@ -9,6 +9,7 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/metrics_http.h"
+#include "dejaview/server/map_service.h"
 #include "dejaview/server/server_metrics.h"
 #include "dejaview/server/storage.h"
 
@@ -257,6 +258,8 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   DV_ASSIGN_OR_RETURN(Storage storage,
                       OpenStorage(options.store_dir, options.store_config, options.index_path));
   Ingest ingest(storage.store.get(), storage.index.get(), options.limits);
+  MapService map_service(options.maps_root);
+  if (!options.maps_root.empty()) spdlog::info("server: serving maps from {}", options.maps_root);
   {
     const store::StoreMetrics m = storage.store->Metrics();
     spdlog::info("server: store open, {} objects on disk, {} copies to resume",
@@ -312,7 +315,7 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   }
   metrics::Registry registry;
   ServerMetrics published(&registry);
-  published.Update(ingest.stats(), storage.store->Metrics());
+  published.Update(ingest.stats(), storage.store->Metrics(), map_service.stats());
   std::unique_ptr<metrics::MetricsHttp> http;
   if (!options.metrics_listen.empty()) {
     DV_ASSIGN_OR_RETURN(http, metrics::MetricsHttp::Start(options.metrics_listen,
@@ -330,7 +333,7 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   while (!stop->load()) {
     if (std::chrono::steady_clock::now() - last_published > std::chrono::milliseconds(500)) {
       last_published = std::chrono::steady_clock::now();
-      published.Update(ingest.stats(), storage.store->Metrics());
+      published.Update(ingest.stats(), storage.store->Metrics(), map_service.stats());
     }
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
                                {zap.handle(), 0, ZMQ_POLLIN, 0}};
@@ -359,11 +362,14 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
         extra = true;
       }
       const std::string peer(static_cast<const char*>(id.data()), id.size());
-      const Message reply =
-          extra ? Nack(0, NackReason::kBadMessage, "more than one frame")
-                : ingest.Handle(peer, UserId(&body), static_cast<const uint8_t*>(body.data()),
-                                body.size());
-      const std::vector<uint8_t> out = transport::EncodeMessage(reply);
+      const auto* bytes = static_cast<const uint8_t*>(body.data());
+      // Map-sync requests share the socket (and its CURVE/ZAP): their first byte tells them
+      // apart from upload messages (docs/map-sync.md).
+      const std::vector<uint8_t> out =
+          extra ? transport::EncodeMessage(Nack(0, NackReason::kBadMessage, "more than one frame"))
+          : body.size() > 0 && bytes[0] == transport::kMapSyncMagic
+              ? map_service.Handle(UserId(&body), keys.get(), bytes, body.size())
+              : transport::EncodeMessage(ingest.Handle(peer, UserId(&body), bytes, body.size()));
       router.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore);
       router.send(zmq::buffer(out), zmq::send_flags::none);
     } catch (const zmq::error_t& e) {
@@ -378,7 +384,7 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
     }
   }
   const IngestStats& st = ingest.stats();
-  published.Update(st, storage.store->Metrics());
+  published.Update(st, storage.store->Metrics(), map_service.stats());
   spdlog::info(
       "server: stopping; {} stored, {} duplicates; refused: {} keys, {} impersonations, {} "
       "revoked, {} throttled, {} over quota",

@@ -1,4 +1,5 @@
-// dejaview-server: upload ingest (docs/upload-protocol.md) into the tiered store and frame index.
+// dejaview-server: upload ingest (docs/upload-protocol.md) into the tiered store and frame index,
+// and the map service (docs/map-sync.md).
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -20,10 +21,11 @@ void OnHangup(int) { g_reload.store(true); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto args = dv::cli::Args::Parse(argc - 1, argv + 1,
-                                   {"listen", "store", "db", "store-config", "port-file",
-                                    "curve-key", "keys-dir", "vehicle-rate", "vehicle-quota"},
-                                   {"help"});
+  auto args = dv::cli::Args::Parse(
+      argc - 1, argv + 1,
+      {"listen", "store", "db", "store-config", "port-file", "curve-key", "keys-dir",
+       "vehicle-rate", "vehicle-quota", "metrics", "metrics-port-file", "maps"},
+      {"help"});
   if (!args.ok()) return dv::cli::Fail("server", args.status());
   if (args->Has("help") || !args->Has("store")) {
     std::printf(
@@ -34,7 +36,8 @@ int main(int argc, char** argv) {
         "                       [--curve-key SECRET_FILE --keys-dir DIR]   (DIR/VEHICLE.public;\n"
         "                        SIGHUP reloads it: docs/security.md)\n"
         "                       [--vehicle-rate BYTES_PER_S] [--vehicle-quota BYTES]  (0: none)\n"
-        "                       [--metrics 127.0.0.1:9101 [--metrics-port-file FILE]]\n");
+        "                       [--metrics 127.0.0.1:9101 [--metrics-port-file FILE]]\n"
+        "                       [--maps ROOT]   (serve ROOT's map versions, docs/map-sync.md)\n");
     return args->Has("help") ? 0 : dv::cli::kUsage;
   }
   dv::server::ServerOptions o;
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   }
   o.limits.vehicle_bytes_per_s = uint64_t(*rate);
   o.limits.vehicle_quota_bytes = uint64_t(*quota);
+  o.maps_root = args->Get("maps");
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGHUP, OnHangup);

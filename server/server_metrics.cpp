@@ -7,7 +7,16 @@ void ServerMetrics::Count(const char* name, const char* help, uint64_t total, ui
   *last = total;
 }
 
-void ServerMetrics::Update(const IngestStats& s, const store::StoreMetrics& m) {
+void ServerMetrics::Update(const IngestStats& s, const store::StoreMetrics& m,
+                           const MapServiceStats& maps) {
+  Count("dejaview_server_map_requests_total", "map-sync requests (docs/map-sync.md)", maps.requests,
+        &last_maps_.requests);
+  Count("dejaview_server_map_chunks_total", "map file chunks served", maps.chunks_served,
+        &last_maps_.chunks_served);
+  Count("dejaview_server_map_bytes_total", "map file bytes served", maps.bytes_served,
+        &last_maps_.bytes_served);
+  Count("dejaview_server_map_errors_total", "map-sync requests answered with ERROR", maps.errors,
+        &last_maps_.errors);
   Count("dejaview_server_batches_acked_total", "DATA batches ACKed", s.batches_acked,
         &last_.batches_acked);
   Count("dejaview_server_batches_nacked_total", "messages NACKed (any reason)", s.batches_nacked,

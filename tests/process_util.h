@@ -1,6 +1,6 @@
 // A child process for tests and benchmarks that run the real binaries (agent, server, CLI):
 // fork + execv with stdout and stderr appended to a log file, SIGKILL and reaping at scope
-// exit; and a Prometheus scrape of a child's /metrics.
+// exit; and what such tests read from them (small files, a Prometheus scrape of /metrics).
 #pragma once
 
 #include <arpa/inet.h>
@@ -18,6 +18,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "dejaview/base/file_util.h"
 
 namespace dv::test {
 
@@ -83,6 +85,15 @@ inline bool WaitUntil(const std::function<bool()>& done, double timeout_s = 30) 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// A small file's text without trailing newlines or spaces; empty when it cannot be read (yet).
+inline std::string ReadTrimmed(const std::string& path) {
+  auto t = dv::ReadFileText(path, 4096);
+  if (!t.ok()) return "";
+  std::string s = *t;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
 }
 
 // GET /metrics from 127.0.0.1:port -> {series: value}; empty when nothing answers.

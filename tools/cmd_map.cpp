@@ -1,9 +1,11 @@
-// dejaview map build | map info: the route map of docs/map-format.md.
+// dejaview map build | info | publish: the route map of docs/map-format.md, published into a
+// maps root for the map service (docs/map-sync.md).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "commands.h"
+#include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"
 
 namespace dv::cli {
@@ -94,12 +96,29 @@ int Info(int argc, char** argv) {
   return kOk;
 }
 
+int Publish(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, {"maps-root"}, {"help"});
+  if (!args.ok()) return Fail("map publish", args.status());
+  if (args->Has("help") || args->positional().size() != 1 || !args->Has("maps-root")) {
+    std::printf(
+        "usage: dejaview map publish MAPDIR --maps-root ROOT\n"
+        "  copies the map (every tile checked) to ROOT/<version>/ and makes it ROOT/LATEST, the\n"
+        "  version dejaview-server --maps ROOT offers to vehicles (docs/map-sync.md)\n");
+    return args->Has("help") ? kOk : kUsage;
+  }
+  auto version = maps::PublishMap(args->positional()[0], args->Get("maps-root"));
+  if (!version.ok()) return Fail("map publish", version.status());
+  std::printf("published map version %s in %s\n", version->c_str(), args->Get("maps-root").c_str());
+  return kOk;
+}
+
 }  // namespace
 
 int RunMap(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "build") return Build(argc - 1, argv + 1);
   if (argc >= 1 && std::string(argv[0]) == "info") return Info(argc - 1, argv + 1);
-  std::printf("usage: dejaview map build|info ... (dejaview map build --help)\n");
+  if (argc >= 1 && std::string(argv[0]) == "publish") return Publish(argc - 1, argv + 1);
+  std::printf("usage: dejaview map build|info|publish ... (dejaview map build --help)\n");
   return argc >= 1 && std::string(argv[0]) == "--help" ? kOk : kUsage;
 }
 

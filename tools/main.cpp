@@ -16,7 +16,7 @@ struct Command {
 // One line per subcommand; each lives in its own cmd_*.cpp.
 constexpr Command kCommands[] = {
     {"info", "describe a frame file or a drive (points, fields, bounds, poses)", dv::cli::RunInfo},
-    {"map", "build a route map from drives (map build) or describe one (map info)",
+    {"map", "build a route map (map build), describe one (map info), publish it (map publish)",
      dv::cli::RunMap},
     {"encode", "code frames as deltas against a route map, within a tolerance", dv::cli::RunEncode},
     {"decode", "reconstruct frames from delta files", dv::cli::RunDecode},

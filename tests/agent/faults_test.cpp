@@ -59,6 +59,7 @@ std::string MakeDrive(const std::string& dir, size_t n, size_t points) {
 }
 
 using test::Process;
+using test::ReadTrimmed;
 
 bool WaitFor(const std::function<bool()>& cond, double timeout_s = 20) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -67,14 +68,6 @@ bool WaitFor(const std::function<bool()>& cond, double timeout_s = 20) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return cond();
-}
-
-std::string ReadTrimmed(const std::string& path) {
-  auto t = ReadFileText(path, 4096);
-  if (!t.ok()) return "";
-  std::string s = *t;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 struct Config {

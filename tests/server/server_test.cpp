@@ -14,6 +14,7 @@
 #include "dejaview/server/ingest.h"
 #include "dejaview/server/storage.h"
 #include "process_util.h"
+#include "running_server.h"
 #include "testutil.h"
 
 namespace dv::server {
@@ -52,33 +53,6 @@ Message Data(uint64_t batch, std::vector<transport::SpoolRecord> recs) {
   m.records = std::move(recs);
   return m;
 }
-
-// A real server on a loopback ephemeral port, in a thread, stopped at scope exit.
-class RunningServer {
- public:
-  explicit RunningServer(const std::string& dir, ServerOptions o = {}) {
-    o.listen = "tcp://127.0.0.1:0";
-    o.store_dir = dir;
-    std::promise<std::string> bound;
-    auto endpoint = bound.get_future();
-    thread_ = std::thread([this, o, &bound] {
-      status_ = RunServer(o, &stop_, [&](const std::string& e) { bound.set_value(e); });
-      if (!status_.ok()) bound.set_value("");
-    });
-    endpoint_ = endpoint.get();
-  }
-  ~RunningServer() {
-    stop_ = true;
-    thread_.join();
-  }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::string endpoint_;
-  Status status_;
-};
 
 Message Exchange(zmq::socket_t* dealer, const Message& m) {
   const auto bytes = transport::EncodeMessage(m);

@@ -3,10 +3,12 @@
 // appended to the durable spool, from which the uploader drains them to the server.
 // Shutdown (stop set, e.g. by SIGTERM) stops the sources, lets the workers drain the queue into
 // the spool, syncs it, and then stops the uploader: nothing received is lost by a clean stop.
+// With map sync on, a newer map version from the server replaces the one in use between frames.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "dejaview/agent/bounded_queue.h"
@@ -39,6 +41,14 @@ struct AgentStats {
   std::atomic<uint64_t> encode_count{0};
   std::atomic<uint64_t> encode_us_sum{0};
   std::atomic<uint64_t> map_tiles_loaded{0};
+  // Map sync (docs/map-sync.md).
+  std::atomic<uint64_t> map_sync_attempts{0};
+  std::atomic<uint64_t> map_sync_errors{0};  // failed attempts: the map in use is kept
+  std::atomic<uint64_t> map_versions_switched{0};
+  std::atomic<uint64_t> map_tiles_fetched{0};
+  std::atomic<uint64_t> map_tiles_reused{0};
+  std::atomic<uint64_t> map_bytes_fetched{0};  // manifest and tile bytes
+  std::atomic<uint64_t> map_bytes_on_wire{0};  // map-sync requests and replies
 };
 
 struct RunOptions {
@@ -57,12 +67,19 @@ class Agent {
  private:
   void EncodeLoop();
   Status ReadDrive(const std::atomic<bool>* stop);
+  void MapSyncLoop(const std::atomic<bool>* stop, const transport::CurveKeys& keys);
+  std::string CurrentMapDir();
 
   AgentConfig config_;
   std::unique_ptr<transport::Spool> spool_;
   std::unique_ptr<Uploader> uploader_;
   BoundedQueue<Frame> queue_;
   AgentStats stats_;
+  // The map new frames are encoded against. Map sync replaces it and bumps the generation;
+  // each worker reopens it before its next frame (frames already encoded keep their version).
+  std::mutex map_mu_;
+  std::string map_dir_;
+  std::atomic<uint64_t> map_generation_{0};
 };
 
 }  // namespace dv::agent

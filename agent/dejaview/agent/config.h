@@ -36,6 +36,17 @@ struct UploadConfig {
   std::string curve_key_file;
 };
 
+// Map sync (docs/map-sync.md): while the uploader is connected, ask the server for a newer map
+// version every interval_ms (and at once on each new connection).
+struct MapSyncConfig {
+  bool enabled = false;
+  std::string root;      // synced versions: ROOT/<version>/, ROOT/LATEST; required when enabled
+  std::string endpoint;  // empty: upload.endpoint (always with the upload's CURVE keys)
+  int interval_ms = 60000;
+  int timeout_ms = 2000;  // per request
+  int chunk_bytes = 256 << 10;
+};
+
 struct AgentConfig {
   std::string vehicle;
   std::string drive;  // empty: "drive-YYYYMMDD" of the agent's start (UTC)
@@ -45,7 +56,9 @@ struct AgentConfig {
   int64_t pose_max_gap_ms = 500;
   std::string source_drive;   // offline: read frames from a drive folder instead of subscribing
   double source_rate_hz = 0;  // offline pacing; 0: as fast as the encoders take them
-  std::string map_dir;        // empty: intra-code every frame
+  // empty: intra-code every frame (until map sync brings one). With map sync, the newest version
+  // synced before (map_sync.root's LATEST) is used instead when there is one.
+  std::string map_dir;
   int64_t map_memory_bytes = int64_t(512) << 20;
   double tolerance_m = 0.1;
   double residual_precision_m = 0.02;
@@ -54,6 +67,7 @@ struct AgentConfig {
   int queue_frames = 8;
   transport::SpoolOptions spool;
   UploadConfig upload;
+  MapSyncConfig map_sync;
   std::string metrics_listen = "127.0.0.1:9100";  // empty: no metrics endpoint
 };
 

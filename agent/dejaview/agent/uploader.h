@@ -10,8 +10,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 #include "dejaview/agent/config.h"
 #include "dejaview/transport/spool.h"
@@ -58,6 +60,14 @@ class Uploader {
   const transport::CurveKeys keys_;
   UploaderStats stats_;
 };
+
+// A DEALER connected to endpoint, with CURVE when config.curve_server_key is set (keys: this
+// agent's pair): the uploader's and the map sync's socket to the server. Not yet connected is
+// not an error (ZeroMQ connects in the background); a bad endpoint or key is.
+StatusOr<std::unique_ptr<zmq::socket_t>> ConnectDealer(zmq::context_t* ctx,
+                                                       const std::string& endpoint,
+                                                       const UploadConfig& config,
+                                                       const transport::CurveKeys& keys);
 
 // Whether the time-window gate is open at minute-of-day now_min (UTC); start == end is all day,
 // start > end wraps past midnight.

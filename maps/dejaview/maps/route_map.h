@@ -93,6 +93,9 @@ struct BuildReport {
 Status BuildMap(const std::vector<Drive>& drives, const BuildOptions&, const std::string& out_dir,
                 BuildReport* report = nullptr);
 
+// A tile's file inside a map directory: "tiles/TX_TY_TZ.dvt".
+std::string TileFileName(const VoxelKey& tile);
+
 // Tile files (exposed for the fuzz target and tests).
 std::vector<uint8_t> EncodeTile(const VoxelKey& tile, double resolution_m,
                                 const std::vector<MapVoxel>& sorted_voxels);

@@ -108,6 +108,8 @@ struct ServerOptions {
   std::string metrics_port_file;
   // Filled with the final counters when RunServer returns (tests, the shutdown log).
   IngestStats* stats_out = nullptr;
+  // The maps root the map service serves from (docs/map-sync.md); empty: no map service.
+  std::string maps_root;
 };
 
 // Binds, recovers and serves until *stop; on_listening gets the bound endpoint (with the real
