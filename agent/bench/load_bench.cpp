@@ -72,14 +72,6 @@ double CpuSeconds(pid_t pid) {
          double(sysconf(_SC_CLK_TCK));
 }
 
-std::string ReadTrimmed(const std::string& path) {
-  auto t = ReadFileText(path, 4096);
-  if (!t.ok()) return "";
-  std::string s = *t;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -127,7 +119,7 @@ int Main(const Args& args) {
   test::Process server({DEJAVIEW_SERVER_BIN, "--store", args.dir + "/store", "--listen",
                         "tcp://127.0.0.1:0", "--port-file", args.dir + "/server.port"},
                        args.dir + "/server.log");
-  if (!test::WaitUntil([&] { return !ReadTrimmed(args.dir + "/server.port").empty(); })) {
+  if (!test::WaitUntil([&] { return !test::ReadTrimmed(args.dir + "/server.port").empty(); })) {
     std::fprintf(stderr, "load_bench: the server did not start (%s/server.log)\n",
                  args.dir.c_str());
     return 1;
@@ -150,16 +142,16 @@ int Main(const Args& args) {
       << lidar << "\"\nmap_dir: " << map_dir << "\ntolerance_m: " << args.tolerance
       << "\nencoder_threads: " << args.threads << "\nqueue_frames: " << args.queue
       << "\nspool: {dir: " << args.dir << "/spool}\nupload: {endpoint: \""
-      << ReadTrimmed(args.dir + "/server.port") << "\"}\nmetrics_listen: 127.0.0.1:0\n";
+      << test::ReadTrimmed(args.dir + "/server.port") << "\"}\nmetrics_listen: 127.0.0.1:0\n";
   }
   test::Process agent({DEJAVIEW_AGENT_BIN, "--config", args.dir + "/agent.yaml",
                        "--metrics-port-file", args.dir + "/agent.port"},
                       args.dir + "/agent.log");
-  if (!test::WaitUntil([&] { return !ReadTrimmed(args.dir + "/agent.port").empty(); })) {
+  if (!test::WaitUntil([&] { return !test::ReadTrimmed(args.dir + "/agent.port").empty(); })) {
     std::fprintf(stderr, "load_bench: the agent did not start (%s/agent.log)\n", args.dir.c_str());
     return 1;
   }
-  const int metrics_port = std::atoi(ReadTrimmed(args.dir + "/agent.port").c_str());
+  const int metrics_port = std::atoi(test::ReadTrimmed(args.dir + "/agent.port").c_str());
   // Every topic subscribed before the clock starts (PUB drops what it sends earlier).
   std::set<std::string> subscribed;
   test::WaitUntil(

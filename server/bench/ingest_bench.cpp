@@ -8,13 +8,11 @@
 //   dejaview_ingest_bench [--blocks N] [--batches N] [--records N] [--kib K] [--window W]
 //                         [--dir DIR]
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,6 +22,7 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/server/ingest.h"
+#include "running_server.h"  // tests/server: the in-process server of the tests
 #include "s3rver_process.h"
 
 namespace dv::server {
@@ -45,37 +44,6 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
 }
-
-class Server {
- public:
-  Server(const std::string& dir, const std::string& store_yaml) {
-    ServerOptions o;
-    o.listen = "tcp://127.0.0.1:0";
-    o.store_dir = dir;
-    o.store_config = store_yaml;
-    std::promise<std::string> bound;
-    auto endpoint = bound.get_future();
-    thread_ = std::thread([this, o, &bound] {
-      status_ = RunServer(o, &stop_, [&](const std::string& e) { bound.set_value(e); });
-      if (!status_.ok()) {
-        std::fprintf(stderr, "%s\n", status_.ToString().c_str());
-        bound.set_value("");
-      }
-    });
-    endpoint_ = endpoint.get();
-  }
-  ~Server() {
-    stop_ = true;
-    thread_.join();
-  }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::string endpoint_;
-  Status status_;
-};
 
 // One vehicle's upload connection: HELLO, then DATA batches of fresh records.
 class Client {
@@ -165,7 +133,7 @@ int Main(const Args& args) {
   const int idle[kModes] = {-1, 0, 100};
   const char* names[kModes] = {"off", "on (lazy, copy at once)", "on (lazy, idle_ms 100)"};
   zmq::context_t ctx(1);  // before the clients: their sockets close before it terminates
-  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<std::unique_ptr<RunningServer>> servers;
   std::vector<std::unique_ptr<Client>> clients;
   for (int m = 0; m < kModes; ++m) {
     const std::string d = args.dir + "/mode" + std::to_string(m);
@@ -174,8 +142,13 @@ int Main(const Args& args) {
       std::fprintf(stderr, "%s\n", st.ToString().c_str());
       return 1;
     }
-    servers.push_back(std::make_unique<Server>(d, d + ".yaml"));
-    if (servers.back()->endpoint().empty()) return 1;
+    ServerOptions o;
+    o.store_config = d + ".yaml";
+    servers.push_back(std::make_unique<RunningServer>(d, o));
+    if (servers.back()->endpoint().empty()) {
+      std::fprintf(stderr, "ingest_bench: the server on %s did not start\n", d.c_str());
+      return 1;
+    }
     clients.push_back(std::make_unique<Client>(&ctx, servers.back()->endpoint(), args));
     if (!clients.back()->ok()) return 1;
   }
