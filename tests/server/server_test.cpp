@@ -153,11 +153,13 @@ TEST(Server, MetricsEndpointCountsIngestAndStoreTiers) {
   auto port = ReadFileText(dir + "/metrics.port", 64);
   ASSERT_TRUE(port.ok());
   std::map<std::string, double> m;
-  // Published from the server loop every 500 ms: a bounded wait, not a timing assertion.
+  // Published from the server loop every 500 ms, one series after another (a scrape can fall
+  // between two of them): a bounded wait for the last one, not a timing assertion.
   EXPECT_TRUE(test::WaitUntil(
       [&] {
         m = test::ScrapeMetrics(std::atoi(port->c_str()));
-        return m["dejaview_server_records_duplicate_total"] == 1;
+        return m["dejaview_server_records_duplicate_total"] == 1 &&
+               m["dejaview_store_tier_objects{tier=\"disk\"}"] == 2;
       },
       10));
   EXPECT_EQ(m["dejaview_server_records_stored_total"], 2);
