@@ -10,6 +10,7 @@
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
 #include "dejaview/base/kitti.h"
+#include "hot_paths.h"
 #include "map_coder.h"
 #include "octree_coder.h"
 #include "registration.h"
@@ -271,6 +272,7 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
     return Status::InvalidArgument("encode: residual_precision_m must be >= 0.001 m");
   }
   if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
+  DV_RETURN_IF_ERROR(CheckBackend(params.backend).WithContext("encode"));
   EncodeReport local;
   EncodeReport* rep = report ? report : &local;
   *rep = EncodeReport();
@@ -320,8 +322,10 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const double radius_m = double(radius_dm) / 10;
   Candidates around_prior;
   DV_RETURN_IF_ERROR(DeriveCandidates(map, prior.linear(), prior.translation(),
-                                      radius_m + kRegistrationSlackM, &around_prior));
-  const RegistrationResult reg = RegisterFrame(pts, around_prior, prior);
+                                      radius_m + kRegistrationSlackM, &around_prior,
+                                      params.backend));
+  DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
+                      RegisterFrame(pts, around_prior, prior, params.backend));
   rep->registration_correspondences = reg.correspondences;
   Header h = base;
   h.mode = kModeDelta;
@@ -331,7 +335,7 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const Eigen::Matrix3d R = h.pose.R();
   const Eigen::Vector3d t = h.pose.translation();
   Candidates cand;
-  DV_RETURN_IF_ERROR(DeriveCandidates(map, R, t, radius_m, &cand));
+  DV_RETURN_IF_ERROR(DeriveCandidates(map, R, t, radius_m, &cand, params.backend));
   rep->candidates = cand.voxels.size();
 
   // A point is explained when a candidate's decoded representative is within the tolerance;
@@ -339,37 +343,13 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const double bound2 = (tol - kMarginM) * (tol - kMarginM);
   const double res = map->resolution_m();
   const int nb = int(std::ceil((tol - kMarginM) / res));
-  std::vector<uint8_t> selected(cand.voxels.size(), 0);
+  std::vector<uint8_t> selected, explained;
+  DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), cand.index, cand.sensor,
+                                    res, nb, bound2, &explained, &selected));
   std::vector<Eigen::Vector3f> residual;
   std::vector<float> residual_i;
-  // Points arrive in scan order, so neighbours often share a voxel: the candidates around the
-  // previous point's voxel are reused.
-  maps::VoxelKey last_key = maps::VoxelKey::Constant(INT32_MIN);
-  std::vector<int32_t> near;
   for (size_t i = 0; i < pts.size(); ++i) {
-    const Eigen::Vector3d p = pts[i].cast<double>();
-    const maps::VoxelKey k = maps::KeyOf(R * p + t, res);
-    if (k != last_key) {
-      last_key = k;
-      near.clear();
-      if (KeyInRange(k) && (k.array().abs() + nb < kPackBias - 2).all()) {
-        for (int dx = -nb; dx <= nb; ++dx) {
-          for (int dy = -nb; dy <= nb; ++dy) {
-            for (int dz = -nb; dz <= nb; ++dz) {
-              const int32_t j = cand.index.Find(PackKey(k + maps::VoxelKey(dx, dy, dz)));
-              if (j >= 0) near.push_back(j);
-            }
-          }
-        }
-      }
-    }
-    bool explained = false;
-    for (int32_t j : near) {
-      if ((cand.sensor[size_t(j)].cast<double>() - p).squaredNorm() > bound2) continue;
-      selected[size_t(j)] = 1;
-      explained = true;
-    }
-    if (explained) {
+    if (explained[i]) {
       ++rep->explained_points;
     } else {
       residual.push_back(pts[i]);

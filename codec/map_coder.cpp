@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "dejaview/codec/range_coder.h"
+#include "hot_paths.h"
 
 namespace dv::codec {
 namespace {
@@ -64,7 +65,7 @@ Eigen::Matrix3d RotationOf(const Eigen::Vector4d& q) {
 }
 
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
-                        double radius_m, Candidates* out) {
+                        double radius_m, Candidates* out, Backend backend) {
   const double res = map->resolution_m();
   out->resolution_m = res;
   const maps::VoxelKey s = maps::KeyOf(t, res);
@@ -81,30 +82,16 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
     if (d.squaredNorm() <= n2) out->voxels.push_back(v);
   }
   const size_t count = out->voxels.size();
-  out->sensor.resize(count);
   out->context.resize(count);
   out->index = VoxelHash(count);
-  std::vector<double> range(count);
-  std::vector<int32_t> cell(count);
-  std::vector<double> nearest(size_t(kCols) * kRows, 1e300);
-  for (size_t i = 0; i < count; ++i) {
-    const maps::MapVoxel& v = out->voxels[i];
-    out->index.Insert(PackKey(v.key), int32_t(i));
-    const Eigen::Vector3d d = maps::Representative(v, res) - t;
-    // p_sensor = R^T (p_map - t), written out so that no library reorders the sums.
-    const double x = R(0, 0) * d[0] + R(1, 0) * d[1] + R(2, 0) * d[2];
-    const double y = R(0, 1) * d[0] + R(1, 1) * d[1] + R(2, 1) * d[2];
-    const double z = R(0, 2) * d[0] + R(1, 2) * d[1] + R(2, 2) * d[2];
-    out->sensor[i] = Eigen::Vector3f(float(x), float(y), float(z));
-    const double rxy = std::sqrt(x * x + y * y);
-    range[i] = std::sqrt(rxy * rxy + z * z);
-    const double elev = maps::PortableAtan2(z, rxy);
-    const int row = int(std::floor((elev - kElevMin) / (kElevMax - kElevMin) * kRows));
-    const int col = std::min(
-        kCols - 1, int(std::floor((maps::PortableAtan2(y, x) + M_PI) / (2 * M_PI) * kCols)));
-    cell[i] = (row >= 0 && row < kRows && col >= 0) ? row * kCols + col : -1;
-    if (cell[i] >= 0) nearest[size_t(cell[i])] = std::min(nearest[size_t(cell[i])], range[i]);
-  }
+  for (size_t i = 0; i < count; ++i) out->index.Insert(PackKey(out->voxels[i].key), int32_t(i));
+  Projection proj;
+  DV_RETURN_IF_ERROR(ProjectCandidates(backend, out->voxels, res, R, t,
+                                       {kCols, kRows, kElevMin, kElevMax}, &proj));
+  out->sensor = std::move(proj.sensor);
+  const std::vector<double>& range = proj.range;
+  const std::vector<int32_t>& cell = proj.cell;
+  const std::vector<double>& nearest = proj.nearest;
   for (size_t i = 0; i < count; ++i) {
     int vis = 0;
     if (cell[i] >= 0) {

@@ -8,6 +8,7 @@
 
 #include "dejaview/base/pose.h"
 #include "dejaview/base/status.h"
+#include "dejaview/codec/codec.h"
 #include "dejaview/maps/route_map.h"
 #include "voxel_hash.h"
 
@@ -26,7 +27,8 @@ Eigen::Matrix3d RotationOf(const Eigen::Vector4d& wxyz);
 
 // Candidates: map voxels with |key - key(sensor)| <= ceil(radius / resolution) + 1 voxels.
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor,
-                        const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out);
+                        const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
+                        Backend backend = Backend::kCpu);
 
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected);
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,

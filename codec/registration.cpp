@@ -2,8 +2,10 @@
 
 #include <Eigen/Cholesky>
 #include <Eigen/Geometry>
-#include <array>
 #include <cmath>
+#include <memory>
+
+#include "hot_paths.h"
 
 namespace dv::codec {
 namespace {
@@ -17,42 +19,6 @@ constexpr int kMaxFineIterations = 6;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
 constexpr double kConvergedM = 2e-4;
 constexpr size_t kMinCorrespondences = 100;
-
-// Correspondence store for the coarse stage: at most kCoarsePerCell map points per cell.
-class CoarseGrid {
- public:
-  explicit CoarseGrid(const std::vector<Eigen::Vector3d>& pts) : hash_(pts.size() / 4 + 16) {
-    for (size_t i = 0; i < pts.size(); ++i) {
-      const uint64_t key = PackKey(maps::KeyOf(pts[i], kCoarseVoxelM));
-      const int32_t cell = hash_.Insert(key, int32_t(cells_.size()));
-      if (size_t(cell) == cells_.size()) cells_.push_back({});
-      Cell& c = cells_[size_t(cell)];
-      if (c.n < kCoarsePerCell) c.idx[c.n++] = int32_t(i);
-    }
-  }
-  template <typename F>
-  void ForNeighbours(const Eigen::Vector3d& p, F&& f) const {
-    const maps::VoxelKey k = maps::KeyOf(p, kCoarseVoxelM);
-    for (int dx = -1; dx <= 1; ++dx) {
-      for (int dy = -1; dy <= 1; ++dy) {
-        for (int dz = -1; dz <= 1; ++dz) {
-          const int32_t cell = hash_.Find(PackKey(k + maps::VoxelKey(dx, dy, dz)));
-          if (cell < 0) continue;
-          const Cell& c = cells_[size_t(cell)];
-          for (int j = 0; j < c.n; ++j) f(c.idx[j]);
-        }
-      }
-    }
-  }
-
- private:
-  struct Cell {
-    std::array<int32_t, kCoarsePerCell> idx;
-    int n = 0;
-  };
-  VoxelHash hash_;
-  std::vector<Cell> cells_;
-};
 
 // One point per cell of side voxel_m, between 3 and 80 m from the sensor.
 std::vector<Eigen::Vector3d> Subsample(const std::vector<Eigen::Vector3f>& frame, double voxel_m) {
@@ -78,8 +44,9 @@ Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
 
 }  // namespace
 
-RegistrationResult RegisterFrame(const std::vector<Eigen::Vector3f>& frame, const Candidates& c,
-                                 const Pose& prior) {
+StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
+                                           const Candidates& c, const Pose& prior,
+                                           Backend backend) {
   RegistrationResult result;
   result.T_map_sensor = prior;
   if (c.voxels.empty()) return result;
@@ -89,7 +56,12 @@ RegistrationResult RegisterFrame(const std::vector<Eigen::Vector3f>& frame, cons
   }
   const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM);
   const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM);
-  const CoarseGrid coarse(map_pts);
+  // The coarse stage's correspondences: at most kCoarsePerCell map points per kCoarseVoxelM
+  // cell; the fine stage's are the candidates' own voxels.
+  DV_ASSIGN_OR_RETURN(const std::unique_ptr<CorrespondenceSearch> search,
+                      CorrespondenceSearch::Create(backend, map_pts, c.index, c.resolution_m,
+                                                   kCoarseVoxelM, kCoarsePerCell));
+  std::vector<int32_t> best;
   Pose T = prior;
   const double res = c.resolution_m;
   for (int it = 0; it < kCoarseIterations + kMaxFineIterations; ++it) {
@@ -99,31 +71,15 @@ RegistrationResult RegisterFrame(const std::vector<Eigen::Vector3f>& frame, cons
     Eigen::Matrix<double, 6, 6> H = Eigen::Matrix<double, 6, 6>::Zero();
     Eigen::Matrix<double, 6, 1> b = Eigen::Matrix<double, 6, 1>::Zero();
     size_t used = 0;
-    for (const Eigen::Vector3d& ps : fine ? fine_source : coarse_source) {
-      const Eigen::Vector3d p = T * ps;
-      double best = max_dist * max_dist;
-      int32_t best_i = -1;
-      auto consider = [&](int32_t i) {
-        const double d2 = (map_pts[size_t(i)] - p).squaredNorm();
-        if (d2 < best) {
-          best = d2;
-          best_i = i;
-        }
-      };
-      if (fine) {
-        const maps::VoxelKey k = maps::KeyOf(p, res);
-        for (int dx = -1; dx <= 1; ++dx) {
-          for (int dy = -1; dy <= 1; ++dy) {
-            for (int dz = -1; dz <= 1; ++dz) {
-              const int32_t i = c.index.Find(PackKey(k + maps::VoxelKey(dx, dy, dz)));
-              if (i >= 0) consider(i);
-            }
-          }
-        }
-      } else {
-        coarse.ForNeighbours(p, consider);
-      }
+    const std::vector<Eigen::Vector3d>& source = fine ? fine_source : coarse_source;
+    const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
+    DV_RETURN_IF_ERROR(search->Find(source, T_k, fine, max_dist * max_dist, &best));
+    // The sums run on the CPU in source order, whichever backend found the correspondences.
+    for (size_t s = 0; s < source.size(); ++s) {
+      const int32_t best_i = best[s];
       if (best_i < 0) continue;
+      Eigen::Vector3d p;
+      kernels::Transform(T_k, source[s].data(), p.data());
       const Eigen::Vector3d r = p - map_pts[size_t(best_i)];
       Eigen::Matrix<double, 3, 6> J;
       J.leftCols<3>().setIdentity();

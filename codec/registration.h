@@ -20,7 +20,10 @@ struct RegistrationResult {
 
 // frame: sensor-frame points; candidates: derived around the prior (their map-frame
 // representatives are used). Returns the prior unchanged when too few correspondences exist.
-RegistrationResult RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
-                                 const Candidates& candidates, const Pose& T_map_sensor_prior);
+// An error only when the backend fails.
+StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
+                                           const Candidates& candidates,
+                                           const Pose& T_map_sensor_prior,
+                                           Backend backend = Backend::kCpu);
 
 }  // namespace dv::codec

@@ -16,6 +16,16 @@
 
 namespace dv::codec {
 
+// Where the encoder's per-frame hot paths run (point transforms, voxel look-ups, candidate
+// projection, registration correspondences). The bitstream does not depend on it.
+enum class Backend { kCpu, kCuda };
+
+// Ok when `backend` can run here; for kCuda the error says whether this build lacks CUDA
+// (configure with -DDEJAVIEW_CUDA=ON) or the machine has no usable CUDA device.
+Status CheckBackend(Backend backend);
+// "cpu" or "cuda".
+StatusOr<Backend> ParseBackend(const std::string& name);
+
 struct EncoderParams {
   double tolerance_m = 0.1;  // the guaranteed maximum error, both ways
   // Maximum error of points the map does not explain (clamped to tolerance_m).
@@ -24,6 +34,7 @@ struct EncoderParams {
   // Delta frames explaining less than this fraction of points are also coded intra, and the
   // smaller of the two is kept.
   double min_explained_fraction = 0.5;
+  Backend backend = Backend::kCpu;
 };
 
 struct FrameInfo {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "dejaview/maps/portable_atan2.h"
+
 namespace dv::maps {
 
 using VoxelKey = Eigen::Vector3i;
@@ -43,20 +45,6 @@ inline Eigen::Vector3d Representative(const MapVoxel& v, double resolution_m) {
   return Eigen::Vector3d((v.key.x() + (v.q[0] + 0.5) / 256.0) * resolution_m,
                          (v.key.y() + (v.q[1] + 0.5) / 256.0) * resolution_m,
                          (v.key.z() + (v.q[2] + 0.5) / 256.0) * resolution_m);
-}
-
-// atan2 from + - * / only (max error about 1e-5 rad): unlike libm's atan2 it rounds identically
-// on every IEEE-754 machine, so it may decide angular bins that the decoder must reproduce.
-inline double PortableAtan2(double y, double x) {
-  const double ax = std::fabs(x), ay = std::fabs(y);
-  const double mx = ax > ay ? ax : ay;
-  if (mx == 0) return 0;
-  const double a = (ax > ay ? ay : ax) / mx;
-  const double s = a * a;
-  double r = ((((0.0208351 * s - 0.085133) * s + 0.180141) * s - 0.3302995) * s + 0.999866) * a;
-  if (ay > ax) r = 1.57079632679489662 - r;
-  if (x < 0) r = 3.14159265358979324 - r;
-  return y < 0 ? -r : r;
 }
 
 }  // namespace dv::maps

@@ -1,0 +1,51 @@
+// The CUDA backend of hot_paths.h, on plain host arrays (no Eigen: nvcc compiles the other side).
+// Every function copies its inputs to the device, runs the kernels of hot_kernels.h' functions
+// and copies the results back; a CUDA error comes back as a Status naming the call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "dejaview/base/status.h"
+#include "hot_kernels.h"
+
+namespace dv::codec::cuda {
+
+// Ok when a CUDA device is usable; otherwise why not ("no CUDA device: ...").
+Status DeviceAvailable();
+
+// pts: n x 3 floats; sensor: candidates x 3 floats; the hash has `slots` slots. explained: n,
+// selected: candidates (both written whole).
+Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
+                      const kernels::HashView& index, size_t slots, const float* sensor,
+                      size_t candidates, double voxel_m, int32_t nb, double bound2,
+                      uint8_t* explained, uint8_t* selected);
+
+// voxels: n records laid out as kernels::VoxelRecord; T: R_map_sensor, t_map_sensor. sensor:
+// n x 3 floats; range, cell: n; nearest: grid.rows * grid.cols (all written whole).
+Status ProjectCandidates(const void* voxels, size_t n, double voxel_m, const kernels::Rigid& T,
+                         const kernels::AngularGrid& grid, float* sensor, double* range,
+                         int32_t* cell, double* nearest);
+
+// Device copies of the map points (n x 3 doubles) and of two neighbour grids, for the
+// registration iterations. A grid's hash has `slots` slots; its cells hold `cells` cells.
+class Search {
+ public:
+  static StatusOr<std::unique_ptr<Search>> Create(const double* map_pts, size_t n,
+                                                  const kernels::NeighbourGrid& fine,
+                                                  size_t fine_slots,
+                                                  const kernels::NeighbourGrid& coarse,
+                                                  size_t coarse_slots, size_t coarse_cells);
+  ~Search();
+  // src: n x 3 doubles; best: n.
+  Status Find(const double* src, size_t n, const kernels::Rigid& T, bool fine, double max_d2,
+              int32_t* best) const;
+
+ private:
+  struct Impl;
+  explicit Search(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dv::codec::cuda

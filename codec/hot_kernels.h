@@ -1,0 +1,174 @@
+// The per-element work of the encoder's hot paths (hot_paths.h) as inline functions on plain
+// arrays. The CPU loops and the CUDA kernels (codec/cuda) call these same functions, so both
+// backends compute the same bits (dejaview/base/host_device.h); sums are written out in one fixed
+// order, left to right. No Eigen here: nvcc compiles this header as it is.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "dejaview/base/host_device.h"
+#include "dejaview/maps/portable_atan2.h"
+
+namespace dv::codec::kernels {
+
+// Keys pack into 21 bits per axis (keys within +-2^20).
+constexpr int32_t kPackBias = 1 << 20;
+
+DV_HOST_DEVICE inline uint64_t PackKey(int32_t x, int32_t y, int32_t z) {
+  return uint64_t(x + kPackBias) << 42 | uint64_t(y + kPackBias) << 21 | uint64_t(z + kPackBias);
+}
+
+// Whether |k| + margin < kPackBias - 2 on every axis (written without abs, which overflows at
+// INT32_MIN).
+DV_HOST_DEVICE inline bool KeyFits(const int32_t k[3], int32_t margin) {
+  const int32_t lim = kPackBias - 2 - margin;
+  return k[0] > -lim && k[0] < lim && k[1] > -lim && k[1] < lim && k[2] > -lim && k[2] < lim;
+}
+
+DV_HOST_DEVICE inline void KeyOf(const double p[3], double voxel_m, int32_t k[3]) {
+  for (int a = 0; a < 3; ++a) k[a] = int32_t(std::floor(p[a] / voxel_m));
+}
+
+// The storage of a VoxelHash (voxel_hash.h), as the device reads it after a byte copy.
+constexpr uint64_t kEmptyKey = ~uint64_t(0);
+struct HashView {
+  const uint64_t* keys;
+  const int32_t* values;
+  uint64_t mask;
+  int32_t shift;
+};
+
+// Runs of 8 consecutive z share a hashed base and sit in one cache line: the neighbour loops
+// probe (x, y, z-1..z+1) together. Fibonacci hashing keeps the product's top bits, which depend
+// on every bit of the key.
+DV_HOST_DEVICE inline uint64_t HashSlot(uint64_t key, int32_t shift, uint64_t mask) {
+  return ((((key >> 3) * 0x9E3779B97F4A7C15ull) >> shift) << 3 | (key & 7)) & mask;
+}
+
+DV_HOST_DEVICE inline int32_t HashFind(const HashView& h, uint64_t key) {
+  uint64_t i = HashSlot(key, h.shift, h.mask);
+  while (h.keys[i] != kEmptyKey) {
+    if (h.keys[i] == key) return h.values[i];
+    i = (i + 1) & h.mask;
+  }
+  return -1;
+}
+
+// q = R p + t, R row-major.
+struct Rigid {
+  double R[9];
+  double t[3];
+};
+
+DV_HOST_DEVICE inline void Transform(const Rigid& T, const double p[3], double q[3]) {
+  for (int r = 0; r < 3; ++r) {
+    q[r] = T.R[3 * r] * p[0] + T.R[3 * r + 1] * p[1] + T.R[3 * r + 2] * p[2] + T.t[r];
+  }
+}
+
+DV_HOST_DEVICE inline double Dist2(const double a[3], const double b[3]) {
+  const double dx = a[0] - b[0], dy = a[1] - b[1], dz = a[2] - b[2];
+  return dx * dx + dy * dy + dz * dz;
+}
+
+// ---- Classification (codec.cpp Encode): is a frame point explained by a candidate voxel?
+
+// The key of p's voxel in the map frame; false when the (2 nb + 1)^3 neighbourhood around it
+// leaves the key range (the point is then a residual).
+DV_HOST_DEVICE inline bool NeighbourhoodKey(const Rigid& T_map_sensor, const double p[3],
+                                            double voxel_m, int32_t nb, int32_t k[3]) {
+  double q[3];
+  Transform(T_map_sensor, p, q);
+  KeyOf(q, voxel_m, k);
+  return KeyFits(k, nb);
+}
+
+// Whether candidate j's decoded representative (sensor frame) lies within sqrt(bound2) of p.
+DV_HOST_DEVICE inline bool Explains(const float* sensor, int32_t j, const double p[3],
+                                    double bound2) {
+  const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]), double(sensor[3 * j + 2])};
+  return Dist2(s, p) <= bound2;
+}
+
+// ---- Candidate projection (map_coder.cpp DeriveCandidates).
+
+// The bytes of maps::MapVoxel (hot_paths.cpp checks the layout).
+struct VoxelRecord {
+  int32_t key[3];
+  uint8_t q[3];
+  uint8_t intensity;
+  uint16_t hits;
+  uint16_t seen_through;
+};
+
+// The angular grid of the visibility context: elevation rows x azimuth columns.
+struct AngularGrid {
+  int32_t cols, rows;
+  double elev_min, elev_max;  // radians
+};
+
+// Candidate v's representative in the sensor frame (R_map_sensor row-major, t_map_sensor), its
+// range and its angular cell (-1 outside the grid).
+DV_HOST_DEVICE inline void Project(const VoxelRecord& v, double voxel_m, const double R[9],
+                                   const double t[3], const AngularGrid& g, float sensor[3],
+                                   double* range, int32_t* cell) {
+  double d[3];
+  for (int a = 0; a < 3; ++a) d[a] = (double(v.key[a]) + (v.q[a] + 0.5) / 256.0) * voxel_m - t[a];
+  // p_sensor = R^T (p_map - t).
+  const double x = R[0] * d[0] + R[3] * d[1] + R[6] * d[2];
+  const double y = R[1] * d[0] + R[4] * d[1] + R[7] * d[2];
+  const double z = R[2] * d[0] + R[5] * d[1] + R[8] * d[2];
+  sensor[0] = float(x);
+  sensor[1] = float(y);
+  sensor[2] = float(z);
+  const double rxy = std::sqrt(x * x + y * y);
+  *range = std::sqrt(rxy * rxy + z * z);
+  const double elev = maps::PortableAtan2(z, rxy);
+  const int row = int(std::floor((elev - g.elev_min) / (g.elev_max - g.elev_min) * g.rows));
+  const int col_raw = int(std::floor((maps::PortableAtan2(y, x) + M_PI) / (2 * M_PI) * g.cols));
+  const int col = col_raw < g.cols - 1 ? col_raw : g.cols - 1;
+  *cell = (row >= 0 && row < g.rows && col >= 0) ? row * g.cols + col : -1;
+}
+
+// ---- Correspondences (registration.cpp RegisterFrame).
+
+// Map points bucketed by voxel: the hash maps a voxel key either to a point index (per_cell 0)
+// or to a cell of `cells` laid out as [count, index x per_cell].
+struct NeighbourGrid {
+  HashView hash;
+  double voxel_m;
+  const int32_t* cells;
+  int32_t per_cell;
+};
+
+// Index of the map point nearest to p among the 27 voxels around p's, closer than
+// sqrt(max_d2); -1 when none. Ties go to the first in (dx, dy, dz, slot) order.
+DV_HOST_DEVICE inline int32_t Nearest(const NeighbourGrid& g, const double* map_pts,
+                                      const double p[3], double max_d2) {
+  int32_t k[3];
+  KeyOf(p, g.voxel_m, k);
+  double best = max_d2;
+  int32_t best_i = -1;
+  for (int dx = -1; dx <= 1; ++dx) {
+    for (int dy = -1; dy <= 1; ++dy) {
+      for (int dz = -1; dz <= 1; ++dz) {
+        const int32_t v = HashFind(g.hash, PackKey(k[0] + dx, k[1] + dy, k[2] + dz));
+        if (v < 0) continue;
+        const int32_t* cell = g.per_cell > 0 ? g.cells + size_t(v) * (g.per_cell + 1) : nullptr;
+        const int32_t n = cell ? cell[0] : 1;
+        for (int32_t j = 0; j < n; ++j) {
+          const int32_t i = cell ? cell[1 + j] : v;
+          const double d2 = Dist2(map_pts + 3 * size_t(i), p);
+          if (d2 < best) {
+            best = d2;
+            best_i = i;
+          }
+        }
+      }
+    }
+  }
+  return best_i;
+}
+
+}  // namespace dv::codec::kernels

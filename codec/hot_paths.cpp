@@ -1,0 +1,206 @@
+#include "hot_paths.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#ifdef DEJAVIEW_HAVE_CUDA
+#include "cuda/cuda_hot_paths.h"
+#endif
+
+namespace dv::codec {
+
+// The CUDA backend copies these arrays to the device byte for byte.
+static_assert(sizeof(Eigen::Vector3f) == 3 * sizeof(float), "Vector3f arrays are float triples");
+static_assert(sizeof(Eigen::Vector3d) == 3 * sizeof(double), "Vector3d arrays are double triples");
+static_assert(sizeof(maps::MapVoxel) == sizeof(kernels::VoxelRecord) &&
+                  alignof(maps::MapVoxel) == alignof(kernels::VoxelRecord) &&
+                  offsetof(kernels::VoxelRecord, q) == sizeof(maps::VoxelKey),
+              "kernels::VoxelRecord mirrors maps::MapVoxel");
+
+namespace {
+
+[[maybe_unused]] Status NoCuda() {
+  return Status::InvalidArgument(
+      "backend cuda: this build has no CUDA support (configure with -DDEJAVIEW_CUDA=ON)");
+}
+
+const float* Floats(const std::vector<Eigen::Vector3f>& v) {
+  return v.empty() ? nullptr : v[0].data();
+}
+[[maybe_unused]] float* Floats(std::vector<Eigen::Vector3f>& v) {
+  return v.empty() ? nullptr : v[0].data();
+}
+
+}  // namespace
+
+Status CheckBackend(Backend backend) {
+  if (backend == Backend::kCpu) return Status::Ok();
+#ifdef DEJAVIEW_HAVE_CUDA
+  return cuda::DeviceAvailable();
+#else
+  return NoCuda();
+#endif
+}
+
+StatusOr<Backend> ParseBackend(const std::string& name) {
+  if (name == "cpu") return Backend::kCpu;
+  if (name == "cuda") return Backend::kCuda;
+  return Status::InvalidArgument("backend: '" + name + "' is not cpu or cuda");
+}
+
+kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t) {
+  kernels::Rigid T;
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) T.R[3 * r + c] = R(r, c);
+    T.t[r] = t[r];
+  }
+  return T;
+}
+
+Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
+                      const kernels::Rigid& T_map_sensor, const VoxelHash& index,
+                      const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
+                      double bound2, std::vector<uint8_t>* explained,
+                      std::vector<uint8_t>* selected) {
+  explained->assign(pts.size(), 0);
+  selected->assign(candidate_sensor.size(), 0);
+  if (backend == Backend::kCuda) {
+#ifdef DEJAVIEW_HAVE_CUDA
+    return cuda::ClassifyPoints(Floats(pts), pts.size(), T_map_sensor, index.view(), index.slots(),
+                                Floats(candidate_sensor), candidate_sensor.size(), voxel_m, nb,
+                                bound2, explained->data(), selected->data());
+#else
+    return NoCuda();
+#endif
+  }
+  const kernels::HashView hash = index.view();
+  const float* sensor = Floats(candidate_sensor);
+  // Points arrive in scan order, so neighbours often share a voxel: the candidates around the
+  // previous point's voxel are reused (the GPU looks them up per point; the set is the same).
+  int32_t last[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
+  std::vector<int32_t> near;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+    int32_t k[3];
+    const bool fits = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, k);
+    if (k[0] != last[0] || k[1] != last[1] || k[2] != last[2]) {
+      std::copy(k, k + 3, last);
+      near.clear();
+      for (int dx = -nb; fits && dx <= nb; ++dx) {
+        for (int dy = -nb; dy <= nb; ++dy) {
+          for (int dz = -nb; dz <= nb; ++dz) {
+            const int32_t j =
+                kernels::HashFind(hash, kernels::PackKey(k[0] + dx, k[1] + dy, k[2] + dz));
+            if (j >= 0) near.push_back(j);
+          }
+        }
+      }
+    }
+    for (int32_t j : near) {
+      if (!kernels::Explains(sensor, j, p, bound2)) continue;
+      (*selected)[size_t(j)] = 1;
+      (*explained)[i] = 1;
+    }
+  }
+  return Status::Ok();
+}
+
+Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& voxels, double voxel_m,
+                         const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
+                         const kernels::AngularGrid& grid, Projection* out) {
+  const size_t n = voxels.size();
+  out->sensor.resize(n);
+  out->range.resize(n);
+  out->cell.resize(n);
+  out->nearest.assign(size_t(grid.rows) * size_t(grid.cols), 1e300);
+  const kernels::Rigid T = RigidOf(R_map_sensor, t_map_sensor);
+  if (backend == Backend::kCuda) {
+#ifdef DEJAVIEW_HAVE_CUDA
+    return cuda::ProjectCandidates(voxels.data(), n, voxel_m, T, grid, Floats(out->sensor),
+                                   out->range.data(), out->cell.data(), out->nearest.data());
+#else
+    return NoCuda();
+#endif
+  }
+  for (size_t i = 0; i < n; ++i) {
+    kernels::VoxelRecord v;
+    std::memcpy(&v, &voxels[i], sizeof(v));
+    kernels::Project(v, voxel_m, T.R, T.t, grid, out->sensor[i].data(), &out->range[i],
+                     &out->cell[i]);
+    const int32_t c = out->cell[i];
+    if (c >= 0) out->nearest[size_t(c)] = std::min(out->nearest[size_t(c)], out->range[i]);
+  }
+  return Status::Ok();
+}
+
+struct CorrespondenceSearch::Device {
+#ifdef DEJAVIEW_HAVE_CUDA
+  std::unique_ptr<cuda::Search> search;
+#endif
+};
+
+CorrespondenceSearch::~CorrespondenceSearch() = default;
+
+StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
+    Backend backend, const std::vector<Eigen::Vector3d>& map_pts, const VoxelHash& fine_index,
+    double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell) {
+  std::unique_ptr<CorrespondenceSearch> s(new CorrespondenceSearch());
+  s->map_pts_ = &map_pts;
+  s->fine_index_ = &fine_index;
+  s->fine_voxel_m_ = fine_voxel_m;
+  s->coarse_voxel_m_ = coarse_voxel_m;
+  s->per_cell_ = coarse_per_cell;
+  s->coarse_hash_ = std::make_unique<VoxelHash>(map_pts.size() / 4 + 16);
+  const size_t stride = size_t(coarse_per_cell) + 1;
+  for (size_t i = 0; i < map_pts.size(); ++i) {
+    const uint64_t key = PackKey(maps::KeyOf(map_pts[i], coarse_voxel_m));
+    const size_t count = s->coarse_cells_.size() / stride;
+    const size_t cell = size_t(s->coarse_hash_->Insert(key, int32_t(count)));
+    if (cell == count) s->coarse_cells_.resize(s->coarse_cells_.size() + stride, 0);
+    int32_t* c = &s->coarse_cells_[cell * stride];
+    if (c[0] < coarse_per_cell) c[1 + c[0]++] = int32_t(i);
+  }
+  if (backend == Backend::kCuda) {
+#ifdef DEJAVIEW_HAVE_CUDA
+    s->device_ = std::make_unique<Device>();
+    DV_ASSIGN_OR_RETURN(
+        s->device_->search,
+        cuda::Search::Create(map_pts.empty() ? nullptr : map_pts[0].data(), map_pts.size(),
+                             s->Grid(true), fine_index.slots(), s->Grid(false),
+                             s->coarse_hash_->slots(), s->coarse_cells_.size() / stride));
+#else
+    return NoCuda();
+#endif
+  }
+  return s;
+}
+
+kernels::NeighbourGrid CorrespondenceSearch::Grid(bool fine) const {
+  if (fine) return {fine_index_->view(), fine_voxel_m_, nullptr, 0};
+  return {coarse_hash_->view(), coarse_voxel_m_, coarse_cells_.data(), per_cell_};
+}
+
+Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
+                                  const kernels::Rigid& T, bool fine, double max_d2,
+                                  std::vector<int32_t>* best) const {
+  best->resize(source.size());
+#ifdef DEJAVIEW_HAVE_CUDA
+  if (device_) {
+    return device_->search->Find(source.empty() ? nullptr : source[0].data(), source.size(), T,
+                                 fine, max_d2, best->data());
+  }
+#endif
+  const kernels::NeighbourGrid grid = Grid(fine);
+  const double* map = map_pts_->empty() ? nullptr : (*map_pts_)[0].data();
+  for (size_t i = 0; i < source.size(); ++i) {
+    double p[3];
+    kernels::Transform(T, source[i].data(), p);
+    (*best)[i] = kernels::Nearest(grid, map, p, max_d2);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dv::codec

@@ -1,0 +1,74 @@
+// The encoder's per-frame hot paths as array-in, array-out functions, each with a CPU and a CUDA
+// backend (codec/cuda, built with -DDEJAVIEW_CUDA=ON). Both call the per-element functions of
+// hot_kernels.h, and every reduction whose result depends on order stays on the CPU or is
+// order-free (an OR of marks, a minimum), so both backends return the same bits.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dejaview/base/status.h"
+#include "dejaview/codec/codec.h"
+#include "dejaview/maps/voxel.h"
+#include "hot_kernels.h"
+#include "voxel_hash.h"
+
+namespace dv::codec {
+
+kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t);
+
+// Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
+// some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
+// its representative candidate_sensor[j] within sqrt(bound2) of p; every such j gets
+// selected[j] = 1 (selected is sized to the candidates and cleared first).
+Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
+                      const kernels::Rigid& T_map_sensor, const VoxelHash& index,
+                      const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
+                      double bound2, std::vector<uint8_t>* explained,
+                      std::vector<uint8_t>* selected);
+
+// DeriveCandidates' projection: each voxel's representative in the sensor frame (as float, as
+// the decoder emits it), its range, its cell in `grid` (-1 outside), and per cell the nearest
+// range (1e300 where no candidate falls).
+struct Projection {
+  std::vector<Eigen::Vector3f> sensor;
+  std::vector<double> range;
+  std::vector<int32_t> cell;
+  std::vector<double> nearest;
+};
+Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& voxels, double voxel_m,
+                         const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
+                         const kernels::AngularGrid& grid, Projection* out);
+
+// RegisterFrame's correspondence search over fixed map points: the fine grid is the candidates'
+// own index (one point per voxel), the coarse grid buckets at most coarse_per_cell points per
+// voxel of coarse_voxel_m, in point order. The CUDA backend keeps device copies of both.
+class CorrespondenceSearch {
+ public:
+  static StatusOr<std::unique_ptr<CorrespondenceSearch>> Create(
+      Backend backend, const std::vector<Eigen::Vector3d>& map_pts, const VoxelHash& fine_index,
+      double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell);
+  ~CorrespondenceSearch();
+
+  // best[i]: index of the map point nearest to T source[i] within sqrt(max_d2) among the 27
+  // voxels around it, on the fine or the coarse grid; -1 when none.
+  Status Find(const std::vector<Eigen::Vector3d>& source, const kernels::Rigid& T, bool fine,
+              double max_d2, std::vector<int32_t>* best) const;
+
+ private:
+  struct Device;
+  CorrespondenceSearch() = default;
+  kernels::NeighbourGrid Grid(bool fine) const;
+
+  const std::vector<Eigen::Vector3d>* map_pts_ = nullptr;
+  const VoxelHash* fine_index_ = nullptr;
+  double fine_voxel_m_ = 0, coarse_voxel_m_ = 0;
+  int per_cell_ = 0;
+  std::unique_ptr<VoxelHash> coarse_hash_;
+  std::vector<int32_t> coarse_cells_;  // [count, index x per_cell] per cell
+  std::unique_ptr<Device> device_;     // kCuda only
+};
+
+}  // namespace dv::codec

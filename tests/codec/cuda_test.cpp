@@ -1,0 +1,196 @@
+// The CUDA backend against the CPU one, byte for byte, on real KITTI frames (map from the even
+// frames, odd frames coded). Where no CUDA device exists (or the build has no CUDA), those tests
+// skip with the reason and the one test that runs checks that asking for CUDA is a clean error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "dejaview/base/drive.h"
+#include "dejaview/codec/codec.h"
+#include "hot_paths.h"
+#include "map_coder.h"
+#include "testutil.h"
+
+namespace dv::codec {
+namespace {
+
+class CodecCuda : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    drive_ = new Drive(OpenDrive(test::KittiSeq("00")).value());
+    const std::string dir = test::ScratchDir() + "/map";
+    maps::BuildOptions opt;
+    opt.resolution_m = 0.2;
+    opt.every = 2;
+    ASSERT_TRUE(maps::BuildMap({*drive_}, opt, dir).ok());
+    map_ = maps::OpenMap(dir, 64 << 20).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete map_;
+    delete drive_;
+  }
+
+  static PointCloud Frame(size_t i) {
+    PointCloud c = ReadPointCloudFile(drive_->frame_paths[i]).value();
+    RemoveNonFinite(&c);
+    return c;
+  }
+  // A localisation prior off by decimetres and a fraction of a degree, different per frame.
+  static Pose Prior(size_t i) {
+    Pose T = drive_->poses[i];
+    const double s = (i % 3) - 1.0;
+    T.translation() += Eigen::Vector3d(0.2 * s, -0.15, 0.05 * s);
+    T.linear() = Eigen::AngleAxisd(0.006 * s, Eigen::Vector3d::UnitZ()) * T.linear();
+    return T;
+  }
+
+  static Drive* drive_;
+  static maps::RouteMap* map_;
+};
+Drive* CodecCuda::drive_ = nullptr;
+maps::RouteMap* CodecCuda::map_ = nullptr;
+
+#define SKIP_WITHOUT_CUDA_DEVICE()                    \
+  do {                                                \
+    const Status cuda = CheckBackend(Backend::kCuda); \
+    if (!cuda.ok()) GTEST_SKIP() << cuda.message();   \
+  } while (0)
+
+TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
+  const Status cuda = CheckBackend(Backend::kCuda);
+  if (cuda.ok()) GTEST_SKIP() << "a CUDA device is present: the byte-for-byte tests run instead";
+#if DEJAVIEW_CUDA_BUILD
+  EXPECT_EQ(cuda.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(cuda.message().rfind("no CUDA device: ", 0), 0u) << cuda.message();
+#else
+  EXPECT_EQ(cuda.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(cuda.message().find("configure with -DDEJAVIEW_CUDA=ON"), std::string::npos)
+      << cuda.message();
+#endif
+  const PointCloud frame = Frame(3);
+  EncoderParams p;
+  p.backend = Backend::kCuda;
+  for (maps::RouteMap* map : {map_, static_cast<maps::RouteMap*>(nullptr)}) {
+    auto bytes = Encode(frame, Prior(3), {}, p, map);
+    ASSERT_FALSE(bytes.ok());
+    EXPECT_EQ(bytes.status().code(), cuda.code());
+    EXPECT_EQ(bytes.status().message(), "encode: " + cuda.message());
+  }
+  // Each hot path on its own fails as cleanly, with no device behind it.
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_, Prior(3).linear(), Prior(3).translation(), 30, &cand).ok());
+  ASSERT_GT(cand.voxels.size(), 1000u);
+  Projection proj;
+  EXPECT_FALSE(ProjectCandidates(Backend::kCuda, cand.voxels, 0.2, Prior(3).linear(),
+                                 Prior(3).translation(), {1024, 80, -0.45, 0.11}, &proj)
+                   .ok());
+  std::vector<uint8_t> explained, selected;
+  EXPECT_FALSE(ClassifyPoints(Backend::kCuda, frame.xyz,
+                              RigidOf(Prior(3).linear(), Prior(3).translation()), cand.index,
+                              cand.sensor, 0.2, 1, 0.01, &explained, &selected)
+                   .ok());
+  std::vector<Eigen::Vector3d> map_pts(cand.voxels.size());
+  for (size_t i = 0; i < map_pts.size(); ++i)
+    map_pts[i] = maps::Representative(cand.voxels[i], 0.2);
+  EXPECT_FALSE(CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.index, 0.2, 0.5, 5).ok());
+  // The CPU backend is unaffected.
+  p.backend = Backend::kCpu;
+  EXPECT_TRUE(Encode(frame, Prior(3), {}, p, map_).ok());
+}
+
+TEST(CodecBackend, ParsesItsConfigNames) {
+  EXPECT_EQ(ParseBackend("cpu").value(), Backend::kCpu);
+  EXPECT_EQ(ParseBackend("cuda").value(), Backend::kCuda);
+  const auto bad = ParseBackend("gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "backend: 'gpu' is not cpu or cuda");
+  EXPECT_TRUE(CheckBackend(Backend::kCpu).ok());
+}
+
+TEST_F(CodecCuda, EncodeIsByteIdenticalToTheCpuBackend) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  size_t delta_frames = 0;
+  for (double tol : {0.1, 0.2, 0.3}) {
+    for (size_t i = 1; i < drive_->size(); i += 2) {
+      const PointCloud frame = Frame(i);
+      EncoderParams p;
+      p.tolerance_m = tol;
+      p.intensity = (i / 2) % 2 == 0;
+      EncodeReport cpu_rep, cuda_rep;
+      const auto cpu = Encode(frame, Prior(i), {i, 0, 0}, p, map_, &cpu_rep);
+      p.backend = Backend::kCuda;
+      const auto cuda = Encode(frame, Prior(i), {i, 0, 0}, p, map_, &cuda_rep);
+      ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+      ASSERT_TRUE(cuda.ok()) << cuda.status().ToString();
+      EXPECT_EQ(*cuda, *cpu) << "frame " << i << " tolerance " << tol;
+      EXPECT_EQ(cuda_rep.explained_points, cpu_rep.explained_points);
+      EXPECT_EQ(cuda_rep.registration_correspondences, cpu_rep.registration_correspondences);
+      delta_frames += !cpu_rep.intra_fallback;
+    }
+  }
+  EXPECT_GE(delta_frames, 12u);  // the comparison covers the delta path, not only intra
+}
+
+TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const PointCloud frame = Frame(5);
+  const Pose T = Prior(5);
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_, T.linear(), T.translation(), 90, &cand).ok());
+  ASSERT_GT(cand.voxels.size(), 10000u);
+
+  const kernels::AngularGrid grid{1024, 80, -0.45, 0.11};
+  Projection cpu_proj, cuda_proj;
+  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, cand.voxels, 0.2, T.linear(), T.translation(), grid,
+                                &cpu_proj)
+                  .ok());
+  ASSERT_TRUE(ProjectCandidates(Backend::kCuda, cand.voxels, 0.2, T.linear(), T.translation(), grid,
+                                &cuda_proj)
+                  .ok());
+  const size_t n = cand.voxels.size();
+  EXPECT_EQ(std::memcmp(cpu_proj.sensor.data(), cuda_proj.sensor.data(), n * 12), 0);
+  EXPECT_EQ(std::memcmp(cpu_proj.range.data(), cuda_proj.range.data(), n * 8), 0);
+  EXPECT_EQ(cpu_proj.cell, cuda_proj.cell);
+  EXPECT_EQ(
+      std::memcmp(cpu_proj.nearest.data(), cuda_proj.nearest.data(), cpu_proj.nearest.size() * 8),
+      0);
+
+  for (int nb : {1, 2}) {
+    const double bound = 0.2 * nb - 1e-4;
+    std::vector<uint8_t> cpu_e, cpu_s, cuda_e, cuda_s;
+    const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
+    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, cand.index, cand.sensor, 0.2, nb,
+                               bound * bound, &cpu_e, &cpu_s)
+                    .ok());
+    ASSERT_TRUE(ClassifyPoints(Backend::kCuda, frame.xyz, Tk, cand.index, cand.sensor, 0.2, nb,
+                               bound * bound, &cuda_e, &cuda_s)
+                    .ok());
+    EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb;
+    EXPECT_EQ(cpu_s, cuda_s) << "nb " << nb;
+    size_t explained = 0;
+    for (uint8_t e : cpu_e) explained += e;
+    EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
+  }
+
+  std::vector<Eigen::Vector3d> map_pts(n), source;
+  for (size_t i = 0; i < n; ++i) map_pts[i] = maps::Representative(cand.voxels[i], 0.2);
+  for (size_t i = 0; i < frame.size(); i += 7) source.push_back(frame.xyz[i].cast<double>());
+  auto cpu_search = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.index, 0.2, 0.5, 5);
+  auto cuda_search = CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.index, 0.2, 0.5, 5);
+  ASSERT_TRUE(cpu_search.ok() && cuda_search.ok()) << cuda_search.status().ToString();
+  for (bool fine : {false, true}) {
+    std::vector<int32_t> cpu_best, cuda_best;
+    const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
+    const double max_d2 = fine ? 0.04 : 1.0;
+    ASSERT_TRUE((*cpu_search)->Find(source, Tk, fine, max_d2, &cpu_best).ok());
+    ASSERT_TRUE((*cuda_search)->Find(source, Tk, fine, max_d2, &cuda_best).ok());
+    EXPECT_EQ(cpu_best, cuda_best) << (fine ? "fine" : "coarse");
+    size_t found = 0;
+    for (int32_t b : cpu_best) found += b >= 0;
+    EXPECT_GT(found, source.size() / 2) << (fine ? "fine" : "coarse");
+  }
+}
+
+}  // namespace
+}  // namespace dv::codec
