@@ -469,8 +469,9 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     return Status::Corruption("delta: bad candidate radius in the map section");
   }
   Candidates cand;
-  DV_RETURN_IF_ERROR(
-      DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10, &cand));
+  DV_RETURN_IF_ERROR(DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
+                                      &cand,
+                                      /*with_index=*/false));
   std::vector<uint8_t> selected;
   DV_RETURN_IF_ERROR(
       DecodeSelection(cand, r.position(), r.remaining(), &selected).WithContext("delta"));
