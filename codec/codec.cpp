@@ -320,7 +320,8 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const double radius_m = double(radius_dm) / 10;
   Candidates around_prior;
   DV_RETURN_IF_ERROR(DeriveCandidates(map, prior.linear(), prior.translation(),
-                                      radius_m + kRegistrationSlackM, &around_prior));
+                                      radius_m + kRegistrationSlackM, &around_prior,
+                                      kCandidateIndex));
   const RegistrationResult reg = RegisterFrame(pts, around_prior, prior);
   rep->registration_correspondences = reg.correspondences;
   Header h = base;
@@ -470,8 +471,7 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   }
   Candidates cand;
   DV_RETURN_IF_ERROR(DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
-                                      &cand,
-                                      /*with_index=*/false));
+                                      &cand, kCandidateProjection));
   std::vector<uint8_t> selected;
   DV_RETURN_IF_ERROR(
       DecodeSelection(cand, r.position(), r.remaining(), &selected).WithContext("delta"));

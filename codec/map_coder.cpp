@@ -59,7 +59,8 @@ Eigen::Matrix3d RotationOf(const Eigen::Vector4d& q) {
 }
 
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
-                        double radius_m, Candidates* out, bool with_index) {
+                        double radius_m, Candidates* out, unsigned parts) {
+  const bool with_index = (parts & kCandidateIndex) != 0;
   const double res = map->resolution_m();
   out->resolution_m = res;
   const maps::VoxelKey s = maps::KeyOf(t, res);
@@ -76,15 +77,20 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
     if (d.squaredNorm() <= n2) out->voxels.push_back(v);
   }
   const size_t count = out->voxels.size();
+  out->index = VoxelHash(with_index ? count : 0);
+  if (with_index) {
+    for (size_t i = 0; i < count; ++i) out->index.Insert(PackKey(out->voxels[i].key), int32_t(i));
+  }
+  out->sensor.clear();
+  out->context.clear();
+  if ((parts & kCandidateProjection) == 0) return Status::Ok();
   out->sensor.resize(count);
   out->context.resize(count);
-  out->index = VoxelHash(with_index ? count : 0);
   std::vector<double> range(count);
   std::vector<int32_t> cell(count);
   std::vector<double> nearest(size_t(kCols) * kRows, 1e300);
   for (size_t i = 0; i < count; ++i) {
     const maps::MapVoxel& v = out->voxels[i];
-    if (with_index) out->index.Insert(PackKey(v.key), int32_t(i));
     const Eigen::Vector3d d = maps::Representative(v, res) - t;
     // p_sensor = R^T (p_map - t), written out so that no library reorders the sums.
     const double x = R(0, 0) * d[0] + R(1, 0) * d[1] + R(2, 0) * d[2];

@@ -26,10 +26,12 @@ struct Candidates {
 Eigen::Matrix3d RotationOf(const Eigen::Vector4d& wxyz);
 
 // Candidates: map voxels with |key - key(sensor)| <= ceil(radius / resolution) + 1 voxels.
-// with_index false leaves `index` empty: the decoder never looks a key up.
+// `parts` says what to fill beyond voxels: the decoder never looks a key up, and registration
+// needs neither the sensor-frame positions nor the contexts.
+enum CandidateParts : unsigned { kCandidateIndex = 1, kCandidateProjection = 2 };
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor,
                         const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
-                        bool with_index = true);
+                        unsigned parts = kCandidateIndex | kCandidateProjection);
 
 // For each candidate, the index of its neighbour at key - e_x, - e_y, - e_z when that neighbour
 // is a candidate earlier in the order, else -1: the context of the selection coder.
