@@ -323,7 +323,7 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   Candidates around_prior;
   DV_RETURN_IF_ERROR(DeriveCandidates(map, prior.linear(), prior.translation(),
                                       radius_m + kRegistrationSlackM, &around_prior,
-                                      params.backend));
+                                      kCandidateIndex, params.backend));
   DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
                       RegisterFrame(pts, around_prior, prior, params.backend));
   rep->registration_correspondences = reg.correspondences;
@@ -335,7 +335,8 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const Eigen::Matrix3d R = h.pose.R();
   const Eigen::Vector3d t = h.pose.translation();
   Candidates cand;
-  DV_RETURN_IF_ERROR(DeriveCandidates(map, R, t, radius_m, &cand, params.backend));
+  DV_RETURN_IF_ERROR(DeriveCandidates(map, R, t, radius_m, &cand,
+                                      kCandidateIndex | kCandidateProjection, params.backend));
   rep->candidates = cand.voxels.size();
 
   // A point is explained when a candidate's decoded representative is within the tolerance;
@@ -449,8 +450,8 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     return Status::Corruption("delta: bad candidate radius in the map section");
   }
   Candidates cand;
-  DV_RETURN_IF_ERROR(
-      DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10, &cand));
+  DV_RETURN_IF_ERROR(DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
+                                      &cand, kCandidateProjection));
   std::vector<uint8_t> selected;
   DV_RETURN_IF_ERROR(
       DecodeSelection(cand, r.position(), r.remaining(), &selected).WithContext("delta"));

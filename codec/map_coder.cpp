@@ -5,6 +5,7 @@
 #include "map_coder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "dejaview/codec/range_coder.h"
@@ -18,22 +19,16 @@ constexpr double kElevMin = -0.45, kElevMax = 0.11;  // radians, an HDL-64E's fi
 constexpr int kVisStates = 4, kRangeStates = 4, kPersistStates = 4, kNeighbourStates = 5;
 constexpr int kStaticStates = kVisStates * kRangeStates * kPersistStates;
 
-// Face neighbours that precede a voxel in (x, y, z) order (more neighbours cost more look-ups
-// than they save bits).
-constexpr int kPrev[3][3] = {{-1, 0, 0}, {0, -1, 0}, {0, 0, -1}};
-
-int NeighbourState(const Candidates& c, size_t i, const std::vector<uint8_t>& selected) {
+// Context from the face neighbours that precede a voxel in (x, y, z) order (more neighbours
+// cost more look-ups than they save bits): 0 none coded yet, else 1 + min(selected, 3).
+int NeighbourState(const std::array<int32_t, 3>& prev, const std::vector<uint8_t>& selected) {
   int coded = 0, sel = 0;
-  const maps::VoxelKey& k = c.voxels[i].key;
-  for (const auto& d : kPrev) {
-    const int32_t j = c.index.Find(PackKey(k + maps::VoxelKey(d[0], d[1], d[2])));
-    if (j >= 0 && size_t(j) < i) {
-      ++coded;
-      sel += selected[size_t(j)];
-    }
+  for (int32_t j : prev) {
+    if (j < 0) continue;
+    ++coded;
+    sel += selected[size_t(j)];
   }
-  if (coded == 0) return 0;
-  return 1 + std::min(sel, 3);
+  return coded == 0 ? 0 : 1 + std::min(sel, 3);
 }
 
 class SelectionContexts {
@@ -65,7 +60,8 @@ Eigen::Matrix3d RotationOf(const Eigen::Vector4d& q) {
 }
 
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
-                        double radius_m, Candidates* out, Backend backend) {
+                        double radius_m, Candidates* out, unsigned parts, Backend backend) {
+  const bool with_index = (parts & kCandidateIndex) != 0;
   const double res = map->resolution_m();
   out->resolution_m = res;
   const maps::VoxelKey s = maps::KeyOf(t, res);
@@ -82,9 +78,14 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
     if (d.squaredNorm() <= n2) out->voxels.push_back(v);
   }
   const size_t count = out->voxels.size();
+  out->index = VoxelHash(with_index ? count : 0);
+  if (with_index) {
+    for (size_t i = 0; i < count; ++i) out->index.Insert(PackKey(out->voxels[i].key), int32_t(i));
+  }
+  out->sensor.clear();
+  out->context.clear();
+  if ((parts & kCandidateProjection) == 0) return Status::Ok();
   out->context.resize(count);
-  out->index = VoxelHash(count);
-  for (size_t i = 0; i < count; ++i) out->index.Insert(PackKey(out->voxels[i].key), int32_t(i));
   Projection proj;
   DV_RETURN_IF_ERROR(ProjectCandidates(backend, out->voxels, res, R, t,
                                        {kCols, kRows, kElevMin, kElevMax}, &proj));
@@ -106,11 +107,59 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   return Status::Ok();
 }
 
+// The candidates come tile by tile, each tile's voxels in KeyLess order, so inside a tile the
+// neighbour key - e_a of successive voxels increases too and one forward cursor per axis finds it
+// without hashing. A neighbour in the tile below along an axis is found by binary search in that
+// tile's run, which came first. No voxel hash is needed, so the decoder builds none.
+std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
+  const std::vector<maps::MapVoxel>& v = c.voxels;
+  std::vector<std::array<int32_t, 3>> prev(v.size());
+  struct Run {
+    maps::VoxelKey tile;
+    size_t begin, end;
+  };
+  std::vector<Run> runs;  // tiles are few: a linear search finds one
+  size_t cursor[3] = {0, 0, 0};
+  for (size_t i = 0; i < v.size(); ++i) {
+    const maps::VoxelKey& k = v[i].key;
+    const maps::VoxelKey tile = maps::TileOf(k);
+    if (runs.empty() || runs.back().tile != tile) {
+      runs.push_back({tile, i, i});
+      cursor[0] = cursor[1] = cursor[2] = i;
+    }
+    runs.back().end = i + 1;
+    for (int a = 0; a < 3; ++a) {
+      maps::VoxelKey n = k;
+      --n[a];
+      int32_t j = -1;
+      if (k[a] % maps::kTileVoxels == 0) {
+        // n lies in the tile below along axis a, which precedes this one in the order.
+        const maps::VoxelKey below = maps::TileOf(n);
+        for (const Run& r : runs) {
+          if (r.tile != below) continue;
+          const auto it = std::lower_bound(v.begin() + long(r.begin), v.begin() + long(r.end), n,
+                                           [](const maps::MapVoxel& x, const maps::VoxelKey& key) {
+                                             return maps::KeyLess(x.key, key);
+                                           });
+          if (it != v.begin() + long(r.end) && it->key == n) j = int32_t(it - v.begin());
+        }
+      } else {
+        size_t& q = cursor[a];
+        while (q < i && maps::KeyLess(v[q].key, n)) ++q;
+        if (q < i && v[q].key == n) j = int32_t(q);
+      }
+      prev[i][a] = j;
+    }
+  }
+  return prev;
+}
+
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected) {
   RangeEncoder rc;
   SelectionContexts ctx;
+  const std::vector<std::array<int32_t, 3>> prev = PrecedingNeighbours(c);
   for (size_t i = 0; i < c.voxels.size(); ++i) {
-    rc.Encode(ctx.Get(c.context[i], NeighbourState(c, i, selected)), selected[i]);
+    rc.Encode(ctx.Get(c.context[i], NeighbourState(prev[i], selected)), selected[i]);
   }
   return rc.Finish();
 }
@@ -120,8 +169,9 @@ Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
   RangeDecoder rc(data, size);
   SelectionContexts ctx;
   selected->assign(c.voxels.size(), 0);
+  const std::vector<std::array<int32_t, 3>> prev = PrecedingNeighbours(c);
   for (size_t i = 0; i < c.voxels.size(); ++i) {
-    (*selected)[i] = uint8_t(rc.Decode(ctx.Get(c.context[i], NeighbourState(c, i, *selected))));
+    (*selected)[i] = uint8_t(rc.Decode(ctx.Get(c.context[i], NeighbourState(prev[i], *selected))));
   }
   if (rc.overrun() > 0) return Status::Corruption("map section truncated");
   return Status::Ok();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <array>
 #include <vector>
 
 #include "dejaview/base/pose.h"
@@ -19,16 +20,24 @@ struct Candidates {
   std::vector<maps::MapVoxel> voxels;   // canonical map order
   std::vector<Eigen::Vector3f> sensor;  // each representative in the sensor frame, as decoded
   std::vector<uint8_t> context;         // visibility x range x persistence, per candidate
-  VoxelHash index{0};                   // voxel key -> candidate index
+  VoxelHash index{0};                   // voxel key -> candidate index (encoder only)
 };
 
 // Rotation matrix of a unit quaternion by explicit products (no libm): both sides use this.
 Eigen::Matrix3d RotationOf(const Eigen::Vector4d& wxyz);
 
 // Candidates: map voxels with |key - key(sensor)| <= ceil(radius / resolution) + 1 voxels.
+// `parts` says what to fill beyond voxels: the decoder never looks a key up, and registration
+// needs neither the sensor-frame positions nor the contexts.
+enum CandidateParts : unsigned { kCandidateIndex = 1, kCandidateProjection = 2 };
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor,
                         const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
+                        unsigned parts = kCandidateIndex | kCandidateProjection,
                         Backend backend = Backend::kCpu);
+
+// For each candidate, the index of its neighbour at key - e_x, - e_y, - e_z when that neighbour
+// is a candidate earlier in the order, else -1: the context of the selection coder.
+std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c);
 
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected);
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,

@@ -9,6 +9,7 @@
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/codec/range_coder.h"
+#include "voxel_hash.h"
 
 namespace dv::codec {
 namespace {
@@ -46,25 +47,33 @@ void Unmorton(uint64_t m, uint32_t* x, uint32_t* y, uint32_t* z) {
 uint64_t ZigZag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
 int64_t UnZigZag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
 
-// Occupied face neighbours of a node at a level (bit 2a: -axis a, bit 2a+1: +axis a).
-int NeighbourFlags(const std::vector<uint64_t>& level, uint64_t node, int d) {
-  uint32_t c[3];
-  Unmorton(node, &c[0], &c[1], &c[2]);
-  const uint32_t limit = 1u << d;
-  int flags = 0;
-  for (int a = 0; a < 3; ++a) {
-    for (int s = 0; s < 2; ++s) {
-      uint32_t n[3] = {c[0], c[1], c[2]};
-      if (s == 0 && n[a] == 0) continue;
-      n[a] = s == 0 ? n[a] - 1 : n[a] + 1;
-      if (n[a] >= limit) continue;
-      if (std::binary_search(level.begin(), level.end(), Morton(n[0], n[1], n[2]))) {
-        flags |= 1 << (2 * a + s);
+// Occupied face neighbours of a node at a level (bit 2a: -axis a, bit 2a+1: +axis a), looked up
+// in a hash of the level's nodes (a Morton code has 63 bits, so never VoxelHash's empty key).
+class LevelNeighbours {
+ public:
+  explicit LevelNeighbours(const std::vector<uint64_t>& level) : hash_(level.size()) {
+    for (size_t i = 0; i < level.size(); ++i) hash_.Insert(level[i], int32_t(i));
+  }
+  int Flags(uint64_t node, int d) const {
+    uint32_t c[3];
+    Unmorton(node, &c[0], &c[1], &c[2]);
+    const uint32_t limit = 1u << d;
+    int flags = 0;
+    for (int a = 0; a < 3; ++a) {
+      for (int s = 0; s < 2; ++s) {
+        uint32_t n[3] = {c[0], c[1], c[2]};
+        if (s == 0 && n[a] == 0) continue;
+        n[a] = s == 0 ? n[a] - 1 : n[a] + 1;
+        if (n[a] >= limit) continue;
+        if (hash_.Find(Morton(n[0], n[1], n[2])) >= 0) flags |= 1 << (2 * a + s);
       }
     }
+    return flags;
   }
-  return flags;
-}
+
+ private:
+  VoxelHash hash_;
+};
 
 class OccupancyContexts {
  public:
@@ -154,13 +163,14 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
     const std::vector<uint64_t>& parents = levels[d];
     const std::vector<uint64_t>& children = levels[d + 1];
     size_t c = 0;
+    const LevelNeighbours neighbours(parents);
     for (uint64_t parent : parents) {
       int occupancy = 0;
       while (c < children.size() && (children[c] >> 3) == parent) {
         occupancy |= 1 << (children[c] & 7);
         ++c;
       }
-      const int flags = NeighbourFlags(parents, parent, d);
+      const int flags = neighbours.Flags(parent, d);
       int siblings = 0;
       for (int child = 0; child < 8; ++child) {
         const int bit = (occupancy >> child) & 1;
@@ -224,8 +234,9 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
   std::vector<uint64_t> level = {0}, next;
   for (int d = 0; d < depth; ++d) {
     next.clear();
+    const LevelNeighbours neighbours(level);
     for (uint64_t parent : level) {
-      const int flags = NeighbourFlags(level, parent, d);
+      const int flags = neighbours.Flags(parent, d);
       int siblings = 0;
       for (int child = 0; child < 8; ++child) {
         const int bit = (child == 7 && siblings == 0)

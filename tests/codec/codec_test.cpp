@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <random>
+#include <set>
+
+#include "map_coder.h"
 
 #include "../maps/scene.h"
 #include "dejaview/base/file_util.h"
@@ -241,6 +244,43 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
       EXPECT_GT(12.0 * double(frame.size()) / double(bytes.size()), 100.0);
     }
   }
+}
+
+// The selection coder's neighbour context comes from cursors inside tiles; it must name exactly
+// the candidates a hash look-up finds, across tile borders too (0.2 m tiles are 51.2 m wide, so
+// the 80 m ball around a KITTI pose spans several).
+TEST(Codec, PrecedingNeighboursMatchHashLookups) {
+  auto drive = OpenDrive(test::KittiSeq("00"));
+  ASSERT_TRUE(drive.ok());
+  const std::string dir = test::ScratchDir() + "/map";
+  maps::BuildOptions opt;
+  opt.resolution_m = 0.2;
+  opt.every = 3;
+  ASSERT_TRUE(maps::BuildMap({*drive}, opt, dir).ok());
+  auto map = maps::OpenMap(dir, 0).value();
+  Candidates c;
+  const Pose& T = drive->poses[5];
+  ASSERT_TRUE(DeriveCandidates(map.get(), T.linear(), T.translation(), 80, &c).ok());
+  std::set<maps::VoxelKey, bool (*)(const maps::VoxelKey&, const maps::VoxelKey&)> tiles(
+      maps::KeyLess);
+  for (const maps::MapVoxel& v : c.voxels) tiles.insert(maps::TileOf(v.key));
+  ASSERT_GE(tiles.size(), 4u);
+  const auto prev = PrecedingNeighbours(c);
+  ASSERT_EQ(prev.size(), c.voxels.size());
+  size_t found = 0, across = 0;
+  for (size_t i = 0; i < c.voxels.size(); ++i) {
+    for (int a = 0; a < 3; ++a) {
+      maps::VoxelKey n = c.voxels[i].key;
+      --n[a];
+      int32_t j = c.index.Find(PackKey(n));
+      if (j >= 0 && size_t(j) >= i) j = -1;
+      ASSERT_EQ(prev[i][a], j) << "candidate " << i << " axis " << a;
+      found += j >= 0;
+      across += j >= 0 && maps::TileOf(n) != maps::TileOf(c.voxels[i].key);
+    }
+  }
+  EXPECT_GT(found, c.voxels.size());  // most voxels have a preceding neighbour on their surface
+  EXPECT_GT(across, 0u);
 }
 
 // The bitstream is pinned: the same inputs must give the same bytes as the committed files, and
