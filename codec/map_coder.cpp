@@ -142,6 +142,7 @@ std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
                                              return maps::KeyLess(x.key, key);
                                            });
           if (it != v.begin() + long(r.end) && it->key == n) j = int32_t(it - v.begin());
+          break;  // a tile has one run
         }
       } else {
         size_t& q = cursor[a];

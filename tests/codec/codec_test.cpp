@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -209,15 +210,24 @@ TEST_F(StreetMap, CorruptTruncatedAndWrongMapInputsAreRejected) {
       << wrong.status().message();
 }
 
-TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
-  auto drive = OpenDrive(test::KittiSeq("00"));
-  ASSERT_TRUE(drive.ok());
+// The pseudo-revisit map of KITTI 00: its even frames at 0.2 m.
+std::unique_ptr<maps::RouteMap> KittiEvenFramesMap(const Drive& drive) {
   const std::string dir = test::ScratchDir() + "/map";
   maps::BuildOptions opt;
   opt.resolution_m = 0.2;
   opt.every = 2;
-  ASSERT_TRUE(maps::BuildMap({*drive}, opt, dir).ok());
-  auto map = maps::OpenMap(dir, 64 << 20).value();
+  const Status built = maps::BuildMap({drive}, opt, dir);
+  EXPECT_TRUE(built.ok()) << built.ToString();
+  auto map = maps::OpenMap(dir, 64 << 20);
+  EXPECT_TRUE(map.ok()) << map.status().ToString();
+  return map.ok() ? std::move(*map) : nullptr;
+}
+
+TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
+  auto drive = OpenDrive(test::KittiSeq("00"));
+  ASSERT_TRUE(drive.ok());
+  auto map = KittiEvenFramesMap(*drive);
+  ASSERT_TRUE(map);
   PointCloud frame = ReadPointCloudFile(drive->frame_paths[3]).value();
   RemoveNonFinite(&frame);
   Pose prior = drive->poses[3];
@@ -252,12 +262,8 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
 TEST(Codec, PrecedingNeighboursMatchHashLookups) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
-  const std::string dir = test::ScratchDir() + "/map";
-  maps::BuildOptions opt;
-  opt.resolution_m = 0.2;
-  opt.every = 3;
-  ASSERT_TRUE(maps::BuildMap({*drive}, opt, dir).ok());
-  auto map = maps::OpenMap(dir, 0).value();
+  auto map = KittiEvenFramesMap(*drive);
+  ASSERT_TRUE(map);
   Candidates c;
   const Pose& T = drive->poses[5];
   ASSERT_TRUE(DeriveCandidates(map.get(), T.linear(), T.translation(), 80, &c).ok());
