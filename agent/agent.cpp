@@ -99,6 +99,7 @@ void Agent::EncodeLoop() {
   params.tolerance_m = config_.tolerance_m;
   params.residual_precision_m = config_.residual_precision_m;
   params.intensity = config_.intensity;
+  params.backend = config_.encoder_backend;
   for (;;) {
     std::optional<Frame> f = queue_.Pop();
     if (!f) return;
@@ -267,6 +268,7 @@ void Agent::MapSyncLoop(const std::atomic<bool>* stop, const transport::CurveKey
 }
 
 Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
+  DV_RETURN_IF_ERROR(codec::CheckBackend(config_.encoder_backend).WithContext("encoder_backend"));
   map_dir_ = config_.map_dir;
   if (config_.map_sync.enabled) {
     DV_ASSIGN_OR_RETURN(const std::string latest, maps::ReadLatest(config_.map_sync.root));

@@ -196,6 +196,11 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& text, const std::strin
       DV_RETURN_IF_ERROR(s.Get("tolerance_m", &c.tolerance_m));
       DV_RETURN_IF_ERROR(s.Get("residual_precision_m", &c.residual_precision_m));
       DV_RETURN_IF_ERROR(s.Get("intensity", &c.intensity));
+      std::string backend = "cpu";
+      DV_RETURN_IF_ERROR(s.Get("encoder_backend", &backend));
+      auto be = codec::ParseBackend(backend);
+      if (!be.ok()) return be.status().WithContext("encoder_backend");
+      c.encoder_backend = *be;
       DV_RETURN_IF_ERROR(s.Get("encoder_threads", &c.encoder_threads));
       DV_RETURN_IF_ERROR(s.Get("queue_frames", &c.queue_frames));
       DV_RETURN_IF_ERROR(s.Get("metrics_listen", &c.metrics_listen));

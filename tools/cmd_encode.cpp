@@ -14,14 +14,16 @@ namespace dv::cli {
 
 int RunEncode(int argc, char** argv) {
   auto args = Args::Parse(
-      argc, argv, {"map", "out", "tolerance", "residual-precision", "map-budget-mb", "pose"},
+      argc, argv,
+      {"map", "out", "tolerance", "residual-precision", "map-budget-mb", "pose", "backend"},
       {"no-intensity", "json", "help"});
   if (!args.ok()) return Fail("encode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
         "usage: dejaview encode DRIVE --map MAPDIR --out DELTADIR --tolerance T\n"
         "       dejaview encode FRAME.bin [--map MAPDIR --pose \"12 numbers\"] --out FILE.dvd\n"
-        "  [--residual-precision P] [--no-intensity] [--map-budget-mb MB] [--json]\n"
+        "  [--residual-precision P] [--no-intensity] [--map-budget-mb MB] [--backend cpu|cuda]\n"
+        "  [--json]\n"
         "  Every decoded point lies within T metres of an original point and every original\n"
         "  point within T of a decoded one. Without --map frames are coded intra. The prior pose\n"
         "  of each frame is DRIVE/poses_prior.txt when present, else DRIVE/poses.txt.\n");
@@ -35,6 +37,10 @@ int RunEncode(int argc, char** argv) {
   params.tolerance_m = *tol;
   params.residual_precision_m = *rp;
   params.intensity = !args->Has("no-intensity");
+  auto backend = codec::ParseBackend(args->Get("backend", "cpu"));
+  if (!backend.ok()) return Fail("encode", backend.status());
+  params.backend = *backend;
+  if (Status s = codec::CheckBackend(params.backend); !s.ok()) return Fail("encode", s);
   auto map = OpenMapArg(*args);
   if (!map.ok()) return Fail("encode", map.status());
   const std::string input = args->positional()[0];

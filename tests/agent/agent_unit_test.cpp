@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <filesystem>
+
+#include "dejaview/agent/agent.h"
 #include "dejaview/agent/bounded_queue.h"
 #include "dejaview/agent/config.h"
 #include "dejaview/agent/pose_buffer.h"
@@ -56,6 +60,7 @@ upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:0
   EXPECT_EQ(c->upload.gate, UploadConfig::Gate::kWindow);
   EXPECT_EQ(c->upload.window_start_min, 22 * 60);
   EXPECT_EQ(c->upload.window_end_min, 6 * 60 + 30);
+  EXPECT_EQ(c->encoder_backend, codec::Backend::kCpu);
 
   const std::pair<const char*, const char*> bad[] = {
       {"vehicle: v\nspool: {dir: /x}\nfrobnicate: 1\n", "frobnicate: unknown key"},
@@ -67,6 +72,8 @@ upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:0
       {"vehicle: v\nspool: {dir: /x}\nupload: {window_start_utc: '25:00'}\n", "window_start_utc"},
       {"vehicle: 'a/b'\nspool: {dir: /x}\n", "vehicle"},
       {"vehicle: [unclosed\n", "not YAML"},
+      {"vehicle: v\nspool: {dir: /x}\nencoder_backend: tpu\n",
+       "encoder_backend: backend: 'tpu' is not cpu or cuda"},
   };
   for (const auto& [text, expect] : bad) {
     auto r = ParseAgentConfig(text, "agent.yaml");
@@ -74,6 +81,22 @@ upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:0
     EXPECT_NE(r.status().message().find(expect), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("agent.yaml"), std::string::npos) << r.status().message();
   }
+}
+
+// Asking for CUDA where it cannot run stops the agent before it opens anything, naming the key.
+TEST(AgentConfig, CudaBackendWithoutADeviceRefusesToStart) {
+  const Status cuda = codec::CheckBackend(codec::Backend::kCuda);
+  if (cuda.ok()) GTEST_SKIP() << "a CUDA device is present";
+  AgentConfig c;
+  c.vehicle = "v";
+  c.spool.dir = ::testing::TempDir() + "/cuda_refused_spool";
+  c.encoder_backend = codec::Backend::kCuda;
+  Agent agent(c);
+  const std::atomic<bool> stop{true};
+  const Status s = agent.Run(&stop, {});
+  EXPECT_EQ(s.code(), cuda.code());
+  EXPECT_EQ(s.message(), "encoder_backend: " + cuda.message());
+  EXPECT_FALSE(std::filesystem::exists(c.spool.dir));
 }
 
 TEST(Uploader, TimeWindowGate) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dejaview/base/status.h"
+#include "dejaview/codec/codec.h"
 #include "dejaview/transport/spool.h"
 
 namespace dv::agent {
@@ -63,6 +64,9 @@ struct AgentConfig {
   double tolerance_m = 0.1;
   double residual_precision_m = 0.02;
   bool intensity = true;
+  // cuda needs a build with -DDEJAVIEW_CUDA=ON and a device; the agent refuses to start
+  // otherwise rather than silently encode on the CPU (docs/vehicle-compute.md).
+  codec::Backend encoder_backend = codec::Backend::kCpu;
   int encoder_threads = 1;
   int queue_frames = 8;
   transport::SpoolOptions spool;
