@@ -19,7 +19,10 @@ namespace dv::codec {
 namespace {
 
 constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
-constexpr uint8_t kFormatVersion = 1;
+// Version 2 adds the gap sections. A version 1 decoder skips section ids it does not know, so a
+// frame carrying them must not read as version 1: it would decode without its gap points and
+// break the bound. Frames without gap sections stay version 1, byte for byte as before.
+constexpr uint8_t kVersionPlain = 1, kVersionGap = 2;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -28,6 +31,8 @@ enum Section : uint8_t {
   kResidualIntensity = 3,
   kIntraGeometry = 4,
   kIntraIntensity = 5,
+  kGapGeometry = 6,
+  kGapIntensity = 7,
 };
 constexpr int kMaxSections = 8;
 // Every decision of the encoder keeps this much below the tolerance, so that float rounding of
@@ -49,6 +54,10 @@ const char* SectionName(uint8_t id) {
       return "intra";
     case kIntraIntensity:
       return "intra_intensity";
+    case kGapGeometry:
+      return "gap";
+    case kGapIntensity:
+      return "gap_intensity";
     default:
       return "unknown";
   }
@@ -91,6 +100,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
+  uint8_t version = kVersionPlain;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -104,7 +114,7 @@ struct Header {
 std::vector<uint8_t> WriteContainer(const Header& h) {
   ByteWriter w;
   w.Bytes(kMagic, 4);
-  w.U8(kFormatVersion);
+  w.U8(h.version);
   w.U8(h.mode);
   w.U8(h.flags);
   w.Varint(h.tolerance_um);
@@ -140,11 +150,11 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   }
   ByteReader r(data, size);
   r.Skip(4);
-  uint8_t version = 0, nsec = 0;
+  uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
-  r.U8(&version);
-  if (!r.failed() && version != kFormatVersion) {
-    return bad("unsupported format version " + std::to_string(version));
+  r.U8(&h->version);
+  if (!r.failed() && h->version != kVersionPlain && h->version != kVersionGap) {
+    return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
   r.U8(&h->flags);
@@ -212,6 +222,11 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
     for (const ParsedSection& s : *sections) {
       if (s.id == id) return bad(std::string("duplicate section ") + SectionName(id));
     }
+    if ((id == kGapGeometry || id == kGapIntensity) &&
+        (h->version < kVersionGap || h->mode != kModeDelta)) {
+      return bad(std::string("section ") + SectionName(id) +
+                 " is only valid in a version 2 delta frame");
+    }
     sections->push_back({id, p, size_t(len)});
     p += len;
   }
@@ -225,11 +240,11 @@ const ParsedSection* FindSection(const std::vector<ParsedSection>& s, uint8_t id
   return nullptr;
 }
 
-void AppendCells(const CellCloud& cells, bool intensity, DecodedFrame* out) {
+void AppendCells(const CellCloud& cells, bool intensity, uint8_t source, DecodedFrame* out) {
   for (size_t i = 0; i < cells.centres.size(); ++i) {
     out->cloud.push_back(cells.centres[i],
                          intensity ? DequantizeIntensity6(cells.intensity[i]) : 0);
-    out->source.push_back(1);
+    out->source.push_back(source);
   }
 }
 
@@ -259,6 +274,61 @@ Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vecto
   return Status::Ok();
 }
 
+// The gap test: near[i] = 1 when a candidate representative lies within bound_m of pts[i]. Only
+// unexplained points come here, and it needs a yes or no, not every such candidate: a point stops
+// at its first hit, tries the previous point's hit first (points come in scan order, so a ring
+// in a gap often leans on one map voxel), and skips voxels whose box is farther than bound_m
+// plus a float margin. Deterministic on the CPU for either backend: it decides the bitstream.
+std::vector<uint8_t> NearCandidates(const std::vector<Eigen::Vector3f>& pts,
+                                    const kernels::Rigid& T_map_sensor, const Candidates& cand,
+                                    double bound_m) {
+  const kernels::HashView hash = cand.index.view();
+  const float* sensor = cand.sensor.empty() ? nullptr : cand.sensor[0].data();
+  const double res = cand.resolution_m, bound2 = bound_m * bound_m;
+  const double reach2 = (bound_m + 1e-3) * (bound_m + 1e-3);
+  const int nb = int(std::ceil(bound_m / res));
+  std::vector<uint8_t> near(pts.size(), 0);
+  int32_t last_hit = -1;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+    if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
+      near[i] = 1;
+      continue;
+    }
+    double q[3];
+    kernels::Transform(T_map_sensor, p, q);
+    int32_t k[3];
+    kernels::KeyOf(q, res, k);
+    if (!kernels::KeyFits(k, nb)) continue;
+    double off[3];  // q's offset inside its voxel
+    for (int a = 0; a < 3; ++a) off[a] = q[a] - double(k[a]) * res;
+    // Squared distance along one axis from q to the voxel d steps away.
+    auto gap2 = [&](int a, int d) {
+      const double g = d > 0 ? d * res - off[a] : (d < 0 ? off[a] - (d + 1) * res : 0.0);
+      return g * g;
+    };
+    for (int dx = -nb; dx <= nb && !near[i]; ++dx) {
+      const double gx = gap2(0, dx);
+      if (gx > reach2) continue;
+      for (int dy = -nb; dy <= nb && !near[i]; ++dy) {
+        const double gxy = gx + gap2(1, dy);
+        if (gxy > reach2) continue;
+        for (int dz = -nb; dz <= nb; ++dz) {
+          if (gxy + gap2(2, dz) > reach2) continue;
+          const int32_t j =
+              kernels::HashFind(hash, kernels::PackKey(k[0] + dx, k[1] + dy, k[2] + dz));
+          if (j >= 0 && kernels::Explains(sensor, j, p, bound2)) {
+            near[i] = 1;
+            last_hit = j;
+            break;
+          }
+        }
+      }
+    }
+  }
+  return near;
+}
+
 }  // namespace
 
 StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior,
@@ -270,6 +340,9 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   }
   if (!(params.residual_precision_m >= 0.001)) {
     return Status::InvalidArgument("encode: residual_precision_m must be >= 0.001 m");
+  }
+  if (!(params.gap_factor >= 0 && params.gap_factor <= 4)) {
+    return Status::InvalidArgument("encode: gap_factor must be in [0, 4]");
   }
   if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
   DV_RETURN_IF_ERROR(CheckBackend(params.backend).WithContext("encode"));
@@ -347,18 +420,30 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   std::vector<uint8_t> selected, explained;
   DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), cand.index, cand.sensor,
                                     res, nb, bound2, &explained, &selected));
-  std::vector<Eigen::Vector3f> residual;
-  std::vector<float> residual_i;
+  std::vector<Eigen::Vector3f> unexplained;
+  std::vector<float> unexplained_i;
   for (size_t i = 0; i < pts.size(); ++i) {
     if (explained[i]) {
       ++rep->explained_points;
     } else {
-      residual.push_back(pts[i]);
-      residual_i.push_back(inten[i]);
+      unexplained.push_back(pts[i]);
+      unexplained_i.push_back(inten[i]);
     }
   }
-  rep->residual_points = residual.size();
   for (uint8_t s : selected) rep->selected_voxels += s;
+  // The decoder never repeats the gap test: it reads which octree a cell is in.
+  const std::vector<uint8_t> near_map =
+      params.gap_factor > 0
+          ? NearCandidates(unexplained, RigidOf(R, t), cand, params.gap_factor * tol)
+          : std::vector<uint8_t>(unexplained.size(), 0);
+  std::vector<Eigen::Vector3f> residual, gap;
+  std::vector<float> residual_i, gap_i;
+  for (size_t i = 0; i < unexplained.size(); ++i) {
+    (near_map[i] ? gap : residual).push_back(unexplained[i]);
+    (near_map[i] ? gap_i : residual_i).push_back(unexplained_i[i]);
+  }
+  rep->residual_points = residual.size();
+  rep->gap_points = gap.size();
 
   ByteWriter map_section;
   map_section.Varint(radius_dm);
@@ -367,6 +452,13 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   h.sections.emplace_back(kMapSelection, map_section.Take());
   DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
                                      kResidualGeometry, kResidualIntensity, &h));
+  if (!gap.empty()) {
+    // Each gap cell holds an original point and its centre is within T of every point in it,
+    // as for intra cells: the bound holds whatever the classification decided.
+    h.version = kVersionGap;
+    DV_RETURN_IF_ERROR(AddCellSections(gap, gap_i, CellStep(tol), params.intensity, kGapGeometry,
+                                       kGapIntensity, &h));
+  }
   std::vector<uint8_t> bytes = WriteContainer(h);
   Report(h, rep);
   if (double(rep->explained_points) < params.min_explained_fraction * double(pts.size())) {
@@ -416,7 +508,7 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
   DV_ASSIGN_OR_RETURN(DecodedFrame out, DecodeHeader(data, size));
   const bool intensity = out.intensity;
-  auto cells = [&](uint8_t gid, uint8_t iid, double bound_m) -> Status {
+  auto cells = [&](uint8_t gid, uint8_t iid, double bound_m, uint8_t source) -> Status {
     const ParsedSection* g = FindSection(sections, gid);
     const ParsedSection* in = FindSection(sections, iid);
     if (!g) return Status::Corruption(std::string("delta: missing section ") + SectionName(gid));
@@ -426,12 +518,12 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     CellCloud c;
     DV_RETURN_IF_ERROR(DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0,
                                    CellStep(bound_m), intensity, kMaxPointsPerFrame, &c)
-                           .WithContext("delta"));
-    AppendCells(c, intensity, &out);
+                           .WithContext(std::string("delta: section ") + SectionName(gid)));
+    AppendCells(c, intensity, source, &out);
     return Status::Ok();
   };
   if (out.intra) {
-    DV_RETURN_IF_ERROR(cells(kIntraGeometry, kIntraIntensity, out.tolerance_m));
+    DV_RETURN_IF_ERROR(cells(kIntraGeometry, kIntraIntensity, out.tolerance_m, 1));
     return out;
   }
   if (map == nullptr) {
@@ -460,7 +552,10 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);
     out.source.push_back(0);
   }
-  DV_RETURN_IF_ERROR(cells(kResidualGeometry, kResidualIntensity, out.residual_precision_m));
+  DV_RETURN_IF_ERROR(cells(kResidualGeometry, kResidualIntensity, out.residual_precision_m, 1));
+  if (h.version >= kVersionGap) {
+    DV_RETURN_IF_ERROR(cells(kGapGeometry, kGapIntensity, out.tolerance_m, 2));
+  }
   return out;
 }
 

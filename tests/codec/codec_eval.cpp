@@ -1,14 +1,17 @@
 // Steering tool for codec development (not a test, not the bench): the pseudo-revisit protocol of
 // issue 11 on one sequence and tolerance. Map from the even frames at resolution T, odd frames
 // encoded at tolerance T with a noisy prior; prints ratio, CD, Hausdorff and times.
-//   codec_eval SEQDIR T [residual_precision] [intensity 0|1]
+//   codec_eval SEQDIR T [residual_precision] [intensity 0|1] [gap_factor]
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "dejaview/base/drive.h"
+#include "dejaview/base/kitti.h"
 #include "dejaview/bench/metrics.h"
 #include "dejaview/codec/codec.h"
 
@@ -23,7 +26,8 @@ static double CpuMs() {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: codec_eval SEQDIR T [residual_precision] [intensity]\n");
+    std::fprintf(stderr,
+                 "usage: codec_eval SEQDIR T [residual_precision] [intensity] [gap_factor]\n");
     return 2;
   }
   const double T = std::atof(argv[2]);
@@ -31,6 +35,7 @@ int main(int argc, char** argv) {
   params.tolerance_m = T;
   if (argc > 3) params.residual_precision_m = std::atof(argv[3]);
   if (argc > 4) params.intensity = std::atoi(argv[4]) != 0;
+  if (argc > 5) params.gap_factor = std::atof(argv[5]);
   auto drive = OpenDrive(argv[1]);
   if (!drive.ok()) return std::fprintf(stderr, "%s\n", drive.status().ToString().c_str()), 1;
   const std::string mapdir = std::filesystem::temp_directory_path() / "codec_eval_map";
@@ -53,6 +58,8 @@ int main(int argc, char** argv) {
   std::vector<bench::FrameError> errs;
   size_t points = 0, bytes = 0;
   double worst = 0, enc_ms = 0, dec_ms = 0;
+  size_t dynamic = 0, dynamic_in_gap = 0;
+  double dynamic_worst = 0;
   for (size_t i = 1; i < drive->size(); i += 2) {
     auto cloud = ReadPointCloudFile(drive->frame_paths[i]);
     RemoveNonFinite(&*cloud);
@@ -70,6 +77,31 @@ int main(int argc, char** argv) {
     if (!dec.ok()) return std::fprintf(stderr, "%s\n", dec.status().ToString().c_str()), 1;
     const bench::FrameError e = bench::CompareFrames(cloud->xyz, dec->cloud.xyz);
     errs.push_back(e);
+    // Moving points (SemanticKITTI) lying in a gap cell: an upper bound on those the encoder put
+    // in the gap class (a cell holds every point falling in it, whatever its class).
+    if (!drive->labels_dir.empty()) {
+      auto labels = ReadLabels(drive->LabelPath(i), cloud->size());
+      if (!labels.ok()) return std::fprintf(stderr, "%s\n", labels.status().ToString().c_str()), 1;
+      const double step = 2 * (dec->tolerance_m - 1e-4) / std::sqrt(3.0);
+      auto cell = [&](const Eigen::Vector3f& p) {
+        return std::make_tuple(std::floor(double(p.x()) / step), std::floor(double(p.y()) / step),
+                               std::floor(double(p.z()) / step));
+      };
+      std::set<std::tuple<double, double, double>> gap_cells;
+      for (size_t j = 0; j < dec->cloud.size(); ++j) {
+        if (dec->source[j] == 2) gap_cells.insert(cell(dec->cloud.xyz[j]));
+      }
+      std::vector<Eigen::Vector3f> moving;
+      for (size_t j = 0; j < cloud->size(); ++j) {
+        if (!IsMovingClass(LabelClass((*labels)[j]))) continue;
+        moving.push_back(cloud->xyz[j]);
+        dynamic_in_gap += gap_cells.count(cell(cloud->xyz[j]));
+      }
+      dynamic += moving.size();
+      for (double d : bench::NearestDistances(moving, dec->cloud.xyz)) {
+        dynamic_worst = std::max(dynamic_worst, d);
+      }
+    }
     points += cloud->size();
     bytes += enc->size();
     worst = std::max(worst, e.hausdorff_m());
@@ -78,18 +110,21 @@ int main(int argc, char** argv) {
     dec_ms += dm;
     const Pose err = drive->poses[i].inverse() * rep.T_map_sensor;
     std::printf(
-        "frame %zu: %zu pts, %zu B (ratio %.1f)%s cand %zu sel %zu expl %zu res %zu, "
+        "frame %zu: %zu pts, %zu B (ratio %.1f)%s cand %zu sel %zu expl %zu res %zu gap %zu, "
         "pose err %.3f m %.4f deg, H %.4f CD %.4f, enc %.1f ms dec %.1f ms [",
         i, cloud->size(), enc->size(), 12.0 * cloud->size() / enc->size(),
         rep.intra_fallback ? " INTRA" : "", rep.candidates, rep.selected_voxels,
-        rep.explained_points, rep.residual_points, TranslationNorm(err),
+        rep.explained_points, rep.residual_points, rep.gap_points, TranslationNorm(err),
         RotationAngleRad(err) * 180 / M_PI, e.hausdorff_m(), e.chamfer_m(), em, dm);
     for (auto& [name, n] : rep.section_bytes) std::printf(" %s=%zu", name.c_str(), n);
     std::printf(" ]\n");
   }
   const double nf = double(errs.size());
-  std::printf("T=%.3f rp=%.3f: ratio %.1f  CD %.4f  Hausdorff %.4f  enc %.1f ms  dec %.1f ms\n", T,
-              params.residual_precision_m, 12.0 * points / bytes, bench::SetChamfer(errs), worst,
-              enc_ms / nf, dec_ms / nf);
+  std::printf(
+      "T=%.3f rp=%.3f gap=%.2f: ratio %.1f  CD %.4f  Hausdorff %.4f  enc %.1f ms  dec %.1f ms\n", T,
+      params.residual_precision_m, params.gap_factor, 12.0 * points / bytes,
+      bench::SetChamfer(errs), worst, enc_ms / nf, dec_ms / nf);
+  std::printf("dynamic: %zu points, %zu in gap cells, max error %.4f m\n", dynamic, dynamic_in_gap,
+              dynamic_worst);
   return worst <= T ? 0 : 1;
 }

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -10,6 +12,8 @@
 #include "map_coder.h"
 
 #include "../maps/scene.h"
+#include "dejaview/base/bytes.h"
+#include "dejaview/base/crc32c.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/bench/metrics.h"
 #include "testutil.h"
@@ -47,6 +51,65 @@ PointCloud RandomFrame(uint32_t seed, size_t n) {
     }
   }
   return c;
+}
+
+// A frame's sections as (id, body), cut out of the container by the lengths DecodeHeader reports
+// (bodies follow the section table in its order, then the CRC), and Join, the inverse with a
+// fresh CRC: a test can damage one section behind a valid checksum.
+struct Sections {
+  std::vector<uint8_t> prefix;  // the header before the section count
+  std::vector<std::pair<uint8_t, std::vector<uint8_t>>> list;
+
+  std::vector<uint8_t>& body(uint8_t id) {
+    return std::find_if(list.begin(), list.end(), [&](const auto& x) { return x.first == id; })
+        ->second;
+  }
+  void erase(uint8_t id) {
+    list.erase(
+        std::find_if(list.begin(), list.end(), [&](const auto& x) { return x.first == id; }));
+  }
+};
+// Section ids of docs/delta-format.md.
+constexpr uint8_t kGapId = 6, kGapIntensityId = 7;
+
+Sections Split(const std::vector<uint8_t>& bytes) {
+  const std::map<std::string, uint8_t> ids = {
+      {"map", 1},          {"residual", 2},        {"residual_intensity", 3},
+      {"intra", 4},        {"intra_intensity", 5}, {"gap", 6},
+      {"gap_intensity", 7}};
+  const DecodedFrame h = DecodeHeader(bytes.data(), bytes.size()).value();
+  ByteWriter table;
+  size_t body_bytes = 0;
+  for (const auto& [name, n] : h.section_bytes) {
+    table.U8(ids.at(name));
+    table.Varint(n);
+    body_bytes += n;
+  }
+  size_t at = bytes.size() - 4 - body_bytes;
+  const size_t table_at = at - table.size();
+  EXPECT_TRUE(
+      std::equal(table.buffer().begin(), table.buffer().end(), bytes.begin() + long(table_at)));
+  Sections s;
+  s.prefix.assign(bytes.begin(), bytes.begin() + long(table_at) - 1);
+  for (const auto& [name, n] : h.section_bytes) {
+    s.list.emplace_back(
+        ids.at(name), std::vector<uint8_t>(bytes.begin() + long(at), bytes.begin() + long(at + n)));
+    at += n;
+  }
+  return s;
+}
+
+std::vector<uint8_t> Join(const Sections& s) {
+  ByteWriter w;
+  w.Bytes(s.prefix.data(), s.prefix.size());
+  w.U8(uint8_t(s.list.size()));
+  for (const auto& [id, body] : s.list) {
+    w.U8(id);
+    w.Varint(body.size());
+  }
+  for (const auto& x : s.list) w.Bytes(x.second.data(), x.second.size());
+  w.U32(crc32c::Mask(crc32c::Value(w.buffer().data(), w.size())));
+  return w.Take();
 }
 
 StatusOr<DecodedFrame> RoundTrip(const PointCloud& frame, const Pose& prior, EncoderParams p,
@@ -108,6 +171,13 @@ TEST(Codec, RejectsBadParameters) {
   p.tolerance_m = 0.1;
   p.residual_precision_m = -1;
   EXPECT_FALSE(Encode(frame, Pose::Identity(), {}, p, nullptr).ok());
+  p.residual_precision_m = 0.02;
+  for (double g : {-1.0, 4.5, double(NAN)}) {
+    p.gap_factor = g;
+    auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
+    EXPECT_NE(bad.status().message().find("gap_factor"), std::string::npos) << g;
+  }
+  p.gap_factor = 2;
   PointCloud far;
   far.push_back(Eigen::Vector3f(0, 0, 0), 0);
   far.push_back(Eigen::Vector3f(1e6f, 0, 0), 0);
@@ -149,8 +219,8 @@ TEST_F(StreetMap, DeltaExplainsTheStreetAndCodesTheCarAsResidual) {
     EXPECT_LT(TranslationNorm(truth.inverse() * rep.T_map_sensor),
               0.6 * TranslationNorm(truth.inverse() * prior));
     EXPECT_GT(rep.explained_points, frame.size() * 8 / 10);
-    EXPECT_GT(rep.residual_points, 100u);  // the car
-    EXPECT_EQ(rep.explained_points + rep.residual_points, frame.size());
+    EXPECT_GT(rep.residual_points + rep.gap_points, 100u);  // the car
+    EXPECT_EQ(rep.explained_points + rep.residual_points + rep.gap_points, frame.size());
     const bench::FrameError e = bench::CompareFrames(frame.xyz, dec->cloud.xyz);
     EXPECT_LE(e.hausdorff_m(), 0.1);
     size_t from_map = 0;
@@ -237,12 +307,16 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     double tol;
     bool intensity;
     bool with_map;
+    double gap_factor;
   };
-  for (const Case& c : {Case{0.2, true, true}, Case{0.3, false, true}, Case{0.1, true, true},
-                        Case{0.1, true, false}}) {
+  size_t residual_without_split = 0;
+  for (const Case& c :
+       {Case{0.2, true, true, 2}, Case{0.3, false, true, 2}, Case{0.1, true, true, 0},
+        Case{0.1, true, true, 2}, Case{0.1, true, true, 3}, Case{0.1, true, false, 2}}) {
     EncoderParams p;
     p.tolerance_m = c.tol;
     p.intensity = c.intensity;
+    p.gap_factor = c.gap_factor;
     EncodeReport rep;
     std::vector<uint8_t> bytes;
     auto dec = RoundTrip(frame, prior, p, c.with_map ? map.get() : nullptr, &rep, &bytes);
@@ -252,6 +326,23 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     EXPECT_LE(e.hausdorff_m(), c.tol) << "tolerance " << c.tol;
     if (c.with_map && c.tol >= 0.2) {
       EXPECT_GT(12.0 * double(frame.size()) / double(bytes.size()), 100.0);
+    }
+    // The split moves unexplained points between the two octrees only, and a wider ball takes
+    // a superset of them.
+    const size_t gap_cells = size_t(std::count(dec->source.begin(), dec->source.end(), 2));
+    if (!c.with_map || c.gap_factor == 0) {
+      EXPECT_EQ(rep.gap_points, 0u);
+      EXPECT_EQ(gap_cells, 0u);
+      EXPECT_EQ(bytes[4], 1) << "no gap section: format version 1";
+    } else {
+      EXPECT_GT(rep.gap_points, 1000u) << "KITTI road between the map's rings";
+      EXPECT_GT(gap_cells, 0u);
+      EXPECT_LE(gap_cells, rep.gap_points);
+      EXPECT_EQ(bytes[4], 2);
+    }
+    if (c.with_map && c.tol == 0.1) {
+      if (c.gap_factor == 0) residual_without_split = rep.residual_points;
+      EXPECT_EQ(rep.residual_points + rep.gap_points, residual_without_split);
     }
   }
 }
@@ -297,11 +388,16 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   struct Golden {
     const char* name;
     maps::RouteMap* map;
+    double gap_factor;
+    uint8_t version;
   };
-  for (const Golden& g :
-       {Golden{"golden_intra_v1.dvd", nullptr}, Golden{"golden_delta_v1.dvd", map_.get()}}) {
+  // Version 1 files are what the split turned off still writes; version 2 adds the gap sections.
+  for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
+                          Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
+                          Golden{"golden_delta_v2.dvd", map_.get(), 2, 2}}) {
     EncoderParams p;
     p.tolerance_m = 0.15;
+    p.gap_factor = g.gap_factor;
     auto bytes = Encode(frame, test::StreetPose(3), {42, 1000, 0}, p, g.map).value();
     const std::string path = test::FixturePath(g.name);
     if (std::getenv("DEJAVIEW_UPDATE_GOLDEN")) {
@@ -313,8 +409,115 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
     auto dec = Decode(golden->data(), golden->size(), g.map);
     ASSERT_TRUE(dec.ok()) << dec.status().ToString();
     EXPECT_EQ(dec->info.sequence, 42u);
+    EXPECT_EQ((*golden)[4], g.version) << g.name;
+    EXPECT_EQ(std::count(dec->source.begin(), dec->source.end(), 2) > 0, g.version == 2);
     EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), 0.15);
   }
+}
+
+// The street scan with every third point pushed off its surface by up to 5 T in a random
+// direction: some stay explained, some fall in the gap class, some in the residual.
+PointCloud PerturbedStreetFrame(uint32_t seed, double tol) {
+  PointCloud frame = test::StreetFrame(test::StreetPose(1 + seed));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dir(0, 1);
+  std::uniform_real_distribution<float> len(0, float(5 * tol));
+  for (size_t i = 0; i < frame.size(); i += 3) {
+    const Eigen::Vector3f d(dir(rng), dir(rng), dir(rng));
+    frame.xyz[i] += d.normalized() * len(rng);
+  }
+  return frame;
+}
+
+TEST_F(StreetMap, GapSplitHoldsTheBoundOnPerturbedFrames) {
+  const double tol = 0.1;
+  for (uint32_t seed : {1u, 2u}) {
+    const PointCloud frame = PerturbedStreetFrame(seed, tol);
+    size_t unexplained = 0, last_gap = 0;
+    for (double gap_factor : {0.0, 2.0, 3.0}) {
+      EncoderParams p;
+      p.tolerance_m = tol;
+      p.gap_factor = gap_factor;
+      EncodeReport rep;
+      std::vector<uint8_t> bytes;
+      auto dec = RoundTrip(frame, test::StreetPose(1 + seed), p, map_.get(), &rep, &bytes);
+      ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+      ASSERT_FALSE(dec->intra);
+      EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), tol)
+          << "seed " << seed << " gap_factor " << gap_factor;
+      EXPECT_EQ(rep.explained_points + rep.residual_points + rep.gap_points, frame.size());
+      const auto gap_cells = std::count(dec->source.begin(), dec->source.end(), 2);
+      bool has_gap_section = false;
+      for (const auto& [name, n] : dec->section_bytes) has_gap_section |= name == "gap";
+      if (gap_factor == 0) {
+        unexplained = rep.residual_points;
+        EXPECT_EQ(rep.gap_points, 0u);
+        EXPECT_FALSE(has_gap_section);
+        EXPECT_EQ(bytes[4], 1);
+      } else {
+        EXPECT_EQ(rep.residual_points + rep.gap_points, unexplained);
+        EXPECT_GE(rep.gap_points, last_gap);
+        EXPECT_GT(rep.gap_points, frame.size() / 50);
+        EXPECT_GT(rep.residual_points, frame.size() / 50);
+        EXPECT_TRUE(has_gap_section);
+        EXPECT_GT(gap_cells, 0);
+        EXPECT_EQ(bytes[4], 2);
+      }
+      last_gap = rep.gap_points;
+      // Decoded order: map voxels, residual cells, gap cells.
+      EXPECT_TRUE(std::is_sorted(dec->source.begin(), dec->source.end()));
+    }
+  }
+}
+
+TEST_F(StreetMap, DamagedOrMisplacedGapSectionsAreRejected) {
+  const PointCloud frame = PerturbedStreetFrame(1, 0.1);
+  EncodeReport rep;
+  const auto bytes = Encode(frame, test::StreetPose(2), {}, {}, map_.get(), &rep).value();
+  ASSERT_GT(rep.gap_points, 0u);
+  const Sections whole = Split(bytes);
+  ASSERT_EQ(Join(whole), bytes);
+  auto expect_error = [&](const Sections& s, const std::string& what) {
+    const std::vector<uint8_t> b = Join(s);
+    auto d = Decode(b.data(), b.size(), map_.get());
+    ASSERT_FALSE(d.ok()) << what;
+    EXPECT_EQ(d.status().code(), Status::Code::kCorruption);
+    EXPECT_NE(d.status().message().find(what), std::string::npos) << d.status().message();
+    // The container checks run for `dejaview inspect` too.
+    if (what.find("only valid") != std::string::npos) {
+      EXPECT_FALSE(DecodeHeader(b.data(), b.size()).ok());
+    }
+  };
+  Sections s = whole;
+  const std::vector<uint8_t> gap_body = s.body(kGapId);
+  s.body(kGapId).resize(s.body(kGapId).size() / 2);
+  expect_error(s, "delta: section gap: octree: truncated occupancy stream");
+  s = whole;
+  s.body(kGapIntensityId).resize(s.body(kGapIntensityId).size() / 2);
+  expect_error(s, "delta: section gap: octree: truncated intensity stream");
+  s = whole;
+  s.body(kGapId)[0] = 30;
+  expect_error(s, "delta: section gap: octree: depth 30");
+  s = whole;
+  s.erase(kGapId);
+  expect_error(s, "missing section gap");
+  s = whole;
+  s.erase(kGapIntensityId);
+  expect_error(s, "missing section gap_intensity");
+  s = whole;
+  s.prefix[4] = 1;
+  expect_error(s, "section gap is only valid in a version 2 delta frame");
+  // A version 1 frame relabelled 2 lacks its gap section.
+  EncoderParams off;
+  off.gap_factor = 0;
+  s = Split(Encode(frame, test::StreetPose(2), {}, off, map_.get()).value());
+  s.prefix[4] = 2;
+  expect_error(s, "missing section gap");
+  // Gap sections in an intra frame.
+  s = Split(Encode(frame, test::StreetPose(2), {}, {}, nullptr).value());
+  s.prefix[4] = 2;
+  s.list.emplace_back(kGapId, gap_body);
+  expect_error(s, "section gap is only valid in a version 2 delta frame");
 }
 
 }  // namespace

@@ -30,6 +30,11 @@ struct EncoderParams {
   double tolerance_m = 0.1;  // the guaranteed maximum error, both ways
   // Maximum error of points the map does not explain (clamped to tolerance_m).
   double residual_precision_m = 0.02;
+  // Residual points with a map representative within gap_factor * tolerance_m (static surface
+  // between the map's scan rings, mostly) are coded at the tolerance instead, in the `gap`
+  // sections; the rest (moving objects, scene changes) keep residual_precision_m. 0 turns the
+  // split off (a version 1 frame). In [0, 4].
+  double gap_factor = 2.0;
   bool intensity = true;  // false: geometry only, decoded intensity is 0
   // Delta frames explaining less than this fraction of points are also coded intra, and the
   // smaller of the two is kept.
@@ -49,6 +54,7 @@ struct EncodeReport {
   size_t non_finite_points = 0;
   size_t explained_points = 0;
   size_t residual_points = 0;  // original points coded by the residual (or intra) octree
+  size_t gap_points = 0;       // original points coded by the gap octree
   size_t candidates = 0;       // map voxels the decoder derives from (map, pose)
   size_t selected_voxels = 0;
   std::vector<std::pair<std::string, size_t>> section_bytes;
@@ -69,8 +75,9 @@ struct DecodedFrame {
   double residual_precision_m = 0;
   bool intra = false;
   bool intensity = false;
-  std::string map_version;      // empty for intra frames
-  std::vector<uint8_t> source;  // per point: 0 map voxel, 1 residual (or intra) octree
+  std::string map_version;  // empty for intra frames
+  // Per point: 0 map voxel, 1 residual (or intra) octree, 2 gap octree.
+  std::vector<uint8_t> source;
   std::vector<std::pair<std::string, size_t>> section_bytes;
 };
 
