@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -210,6 +211,7 @@ std::string Agent::RenderMetrics() const {
   line("map_tiles_loaded", "gauge", double(stats_.map_tiles_loaded));
   line("map_sync_attempts_total", "counter", double(stats_.map_sync_attempts));
   line("map_sync_errors_total", "counter", double(stats_.map_sync_errors));
+  line("map_versions_pruned_total", "counter", double(stats_.map_versions_pruned));
   line("map_versions_switched_total", "counter", double(stats_.map_versions_switched));
   line("map_tiles_fetched_total", "counter", double(stats_.map_tiles_fetched));
   line("map_tiles_reused_total", "counter", double(stats_.map_tiles_reused));
@@ -260,6 +262,15 @@ void Agent::MapSyncLoop(const std::atomic<bool>* stop, const transport::CurveKey
     }
     ++map_generation_;
     ++stats_.map_versions_switched;
+    // Encoders move to the new version at their next frame; the one they leave stays until the
+    // next switch, and every older synced version goes.
+    const std::string previous = std::filesystem::path(current).filename().string();
+    auto pruned = maps::PruneVersions(config_.map_sync.root, {r->version, previous});
+    if (pruned.ok()) {
+      stats_.map_versions_pruned += *pruned;
+    } else {
+      spdlog::error("agent: pruning old map versions: {}", pruned.status().ToString());
+    }
     spdlog::info(
         "agent: map version {} synced ({} tiles fetched, {} reused, {} bytes); new frames "
         "use it",

@@ -1,5 +1,6 @@
 #include "dejaview/maps/map_root.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -62,6 +63,25 @@ Status CommitVersion(const std::string& root, const std::string& staging,
     DV_RETURN_IF_ERROR(FsyncDir(root));
   }
   return WriteFileAtomic(root + "/LATEST", version + "\n");
+}
+
+StatusOr<size_t> PruneVersions(const std::string& root, const std::vector<std::string>& keep) {
+  DV_ASSIGN_OR_RETURN(const std::string latest, ReadLatest(root));
+  std::vector<fs::path> doomed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || !IsVersionName(name) || name == latest) continue;
+    if (std::find(keep.begin(), keep.end(), name) != keep.end()) continue;
+    doomed.push_back(e.path());
+  }
+  if (ec) return Status::IoError(root + ": " + ec.message());
+  for (const fs::path& d : doomed) {
+    fs::remove_all(d, ec);
+    if (ec) return Status::IoError("remove " + d.string() + ": " + ec.message());
+  }
+  if (!doomed.empty()) DV_RETURN_IF_ERROR(FsyncDir(root));
+  return doomed.size();
 }
 
 StatusOr<std::string> PublishMap(const std::string& map_dir, const std::string& root) {

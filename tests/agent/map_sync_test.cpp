@@ -165,6 +165,30 @@ TEST(MapRoot, PublishChecksEveryTileAndLatestIsValidated) {
             dir + "/root/LATEST: not a 16-hex-digit map version");
 }
 
+TEST(MapRoot, PruneKeepsLatestAndTheNamedVersionsOnly) {
+  const std::string dir = test::ScratchDir();
+  const std::string root = dir + "/root";
+  std::vector<std::string> v;
+  for (double s : {0.0, 10.0, 20.0}) {
+    const std::string name = std::to_string(v.size());
+    ASSERT_TRUE(
+        maps::BuildMap({test::WriteStreetDrive(dir + "/d" + name, {s})}, {}, dir + "/m" + name)
+            .ok());
+    v.push_back(*maps::PublishMap(dir + "/m" + name, root));
+  }
+  ASSERT_EQ(*maps::ReadLatest(root), v[2]);
+  fs::create_directories(root + "/.staging-" + v[0]);  // a sync under way
+  EXPECT_EQ(*maps::PruneVersions(root, {v[1]}), 1u);
+  EXPECT_FALSE(fs::exists(root + "/" + v[0]));
+  EXPECT_TRUE(fs::exists(root + "/" + v[1]));
+  EXPECT_TRUE(fs::exists(root + "/.staging-" + v[0]));
+  EXPECT_TRUE(maps::VerifyMap(root + "/" + v[2]).ok());
+  EXPECT_EQ(*maps::PruneVersions(root, {}), 1u);  // LATEST is kept whatever keep says
+  EXPECT_FALSE(fs::exists(root + "/" + v[1]));
+  EXPECT_EQ(*maps::PruneVersions(root, {}), 0u);
+  EXPECT_EQ(*maps::ReadLatest(root), v[2]);
+}
+
 // Street maps: A from the drive's first passes, B with passes further down the street, which
 // change the tiles both see and add new ones; the tiles behind stay byte-identical.
 struct Maps {

@@ -45,6 +45,7 @@ struct AgentStats {
   std::atomic<uint64_t> map_sync_attempts{0};
   std::atomic<uint64_t> map_sync_errors{0};  // failed attempts: the map in use is kept
   std::atomic<uint64_t> map_versions_switched{0};
+  std::atomic<uint64_t> map_versions_pruned{0};  // old synced versions removed from the root
   std::atomic<uint64_t> map_tiles_fetched{0};
   std::atomic<uint64_t> map_tiles_reused{0};
   std::atomic<uint64_t> map_bytes_fetched{0};  // manifest and tile bytes

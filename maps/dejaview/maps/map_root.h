@@ -24,6 +24,10 @@ StatusOr<std::string> VerifyMap(const std::string& dir);
 // to ROOT/<version> (or dropped when that exists already) and LATEST then names it.
 Status CommitVersion(const std::string& root, const std::string& staging,
                      const std::string& version);
+// Removes every version directory of ROOT (16 hex digits) but LATEST's and those in keep, so
+// that a vehicle's disk holds the maps it may still use, not every one it ever synced. Returns
+// how many were removed; other entries (staging directories of a sync under way) are left.
+StatusOr<size_t> PruneVersions(const std::string& root, const std::vector<std::string>& keep);
 // Copies the map in map_dir into ROOT as a new version and makes it LATEST; returns the version.
 StatusOr<std::string> PublishMap(const std::string& map_dir, const std::string& root);
 
