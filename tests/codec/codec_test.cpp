@@ -281,10 +281,10 @@ TEST_F(StreetMap, CorruptTruncatedAndWrongMapInputsAreRejected) {
 }
 
 // The pseudo-revisit map of KITTI 00: its even frames at 0.2 m.
-std::unique_ptr<maps::RouteMap> KittiEvenFramesMap(const Drive& drive) {
+std::unique_ptr<maps::RouteMap> KittiEvenFramesMap(const Drive& drive, double resolution_m = 0.2) {
   const std::string dir = test::ScratchDir() + "/map";
   maps::BuildOptions opt;
-  opt.resolution_m = 0.2;
+  opt.resolution_m = resolution_m;
   opt.every = 2;
   const Status built = maps::BuildMap({drive}, opt, dir);
   EXPECT_TRUE(built.ok()) << built.ToString();
@@ -344,6 +344,42 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
       EXPECT_EQ(rep.residual_points + rep.gap_points, residual_without_split);
     }
   }
+}
+
+// A coarse tolerance puts every map voxel in a cell of its own in registration's 0.5 m grid, more
+// cells than that grid's sizing hint: the encoder once looped forever here (its hash filled up).
+TEST(Codec, KittiCoarseToleranceTerminatesWithinTheBound) {
+  auto drive = OpenDrive(test::KittiSeq("00"));
+  ASSERT_TRUE(drive.ok());
+  auto map = KittiEvenFramesMap(*drive, 0.7);
+  ASSERT_TRUE(map);
+  PointCloud frame = ReadPointCloudFile(drive->frame_paths[3]).value();
+  RemoveNonFinite(&frame);
+  EncoderParams p;
+  p.tolerance_m = 0.7;
+  EncodeReport rep;
+  std::vector<uint8_t> bytes;
+  auto dec = RoundTrip(frame, drive->poses[3], p, map.get(), &rep, &bytes);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_FALSE(rep.intra_fallback);
+  EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), 0.7);
+}
+
+TEST(VoxelHash, GrowsPastItsSizingHint) {
+  VoxelHash h(4);
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(h.Insert(PackKey(maps::VoxelKey(i % 97, i / 97, -i)), i), i);
+    ASSERT_LE(2 * h.size(), h.slots());
+  }
+  EXPECT_EQ(h.size(), size_t(n));
+  for (int i = 0; i < n; ++i) {
+    const uint64_t key = PackKey(maps::VoxelKey(i % 97, i / 97, -i));
+    ASSERT_EQ(h.Find(key), i);
+    ASSERT_EQ(h.Insert(key, -7), i) << "an existing key keeps its value";
+    ASSERT_EQ(h.Find(PackKey(maps::VoxelKey(i % 97, i / 97, i + 1))), -1);
+  }
+  EXPECT_EQ(h.size(), size_t(n));
 }
 
 // The selection coder's neighbour context comes from cursors inside tiles; it must name exactly
