@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "dejaview/agent/agent.h"
+#include "dejaview/base/memory.h"
 
 namespace {
 
@@ -16,6 +17,7 @@ void OnSignal(int) { g_stop.store(true); }
 }  // namespace
 
 int main(int argc, char** argv) {
+  dv::RetainFreedMemory();
   auto args = dv::cli::Args::Parse(argc - 1, argv + 1, {"config", "metrics-port-file"},
                                    {"exit-when-drained", "help"});
   if (!args.ok()) return dv::cli::Fail("agent", args.status());

@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/memory.h"
 #include "dejaview/server/ingest.h"
 
 namespace {
@@ -21,6 +22,7 @@ void OnHangup(int) { g_reload.store(true); }
 }  // namespace
 
 int main(int argc, char** argv) {
+  dv::RetainFreedMemory();
   auto args = dv::cli::Args::Parse(
       argc - 1, argv + 1,
       {"listen", "store", "db", "store-config", "port-file", "curve-key", "keys-dir",

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.h"
+#include "dejaview/base/memory.h"
 
 namespace {
 
@@ -43,6 +44,7 @@ void PrintHelp() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dv::RetainFreedMemory();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     PrintHelp();

@@ -12,6 +12,7 @@
 
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/memory.h"
 #include "dejaview/bench/metrics.h"
 #include "dejaview/codec/codec.h"
 
@@ -25,6 +26,7 @@ static double CpuMs() {
 }
 
 int main(int argc, char** argv) {
+  RetainFreedMemory();
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: codec_eval SEQDIR T [residual_precision] [intensity] [gap_factor]\n");
