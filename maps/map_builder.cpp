@@ -159,6 +159,13 @@ Status BuildMap(const std::vector<Drive>& drives, const BuildOptions& opt,
   std::map<std::array<int, 3>, std::vector<MapVoxel>> tiles;
   BuildReport rep;
   rep.frames = frames.size();
+  for (const Drive& d : drives) {
+    double length = 0;
+    for (size_t i = size_t(opt.every); i < d.size(); i += size_t(opt.every)) {
+      length += (d.poses[i].translation() - d.poses[i - size_t(opt.every)].translation()).norm();
+    }
+    rep.route_m = std::max(rep.route_m, length);
+  }
   rep.voxels_seen = voxels.size();
   for (const auto& [packed, a] : voxels) {
     if (opt.drop_transient && a.seen_through >= a.hits) {

@@ -57,15 +57,20 @@ int Build(int argc, char** argv) {
                         {"voxels", rep.voxels_kept},
                         {"voxels_dropped", rep.voxels_dropped},
                         {"tiles", rep.tiles},
-                        {"bytes", (*map)->disk_bytes()}};
+                        {"bytes", (*map)->disk_bytes()},
+                        {"route_m", rep.route_m}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(
         "map %s: version %s, %zu frames, %llu voxels (%llu transient dropped), %zu tiles, "
-        "%llu bytes\n",
+        "%llu bytes, route %.1f m",
         out.c_str(), (*map)->version().c_str(), rep.frames, (unsigned long long)rep.voxels_kept,
-        (unsigned long long)rep.voxels_dropped, rep.tiles,
-        (unsigned long long)(*map)->disk_bytes());
+        (unsigned long long)rep.voxels_dropped, rep.tiles, (unsigned long long)(*map)->disk_bytes(),
+        rep.route_m);
+    if (rep.route_m > 0) {
+      std::printf(" (%.3f MB per metre)", double((*map)->disk_bytes()) / 1e6 / rep.route_m);
+    }
+    std::printf("\n");
   }
   return kOk;
 }

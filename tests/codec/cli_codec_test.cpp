@@ -37,6 +37,7 @@ TEST(CliCodec, MapBuildEncodeDecodeInspect) {
       test::RunCli("map build " + root + "/even --out " + root + "/map --resolution 0.25", &out), 0)
       << out;
   EXPECT_NE(out.find("version"), std::string::npos) << out;
+  EXPECT_NE(out.find(" MB per metre)"), std::string::npos) << out;
   ASSERT_EQ(test::RunCli("map info " + root + "/map --json", &out), 0) << out;
   EXPECT_NE(out.find("\"resolution_m\": 0.25"), std::string::npos) << out;
   ASSERT_EQ(test::RunCli("encode " + root + "/odd --map " + root + "/map --out " + root +

@@ -35,6 +35,10 @@ TEST(RouteMap, KittiBuildOpenAndRadiusSearchMatchesBruteForce) {
   ASSERT_TRUE(BuildMap({*drive}, opt, dir, &report).ok());
   EXPECT_EQ(report.frames, 3u);
   EXPECT_EQ(progress_calls, 6u);
+  // Frames 0, 4 and 8 of the drive: the route is the path through their positions.
+  const double route = (drive->poses[4].translation() - drive->poses[0].translation()).norm() +
+                       (drive->poses[8].translation() - drive->poses[4].translation()).norm();
+  EXPECT_DOUBLE_EQ(report.route_m, route);
   auto map = OpenMap(dir, 0);
   ASSERT_TRUE(map.ok()) << map.status().ToString();
   EXPECT_EQ((*map)->version().size(), 16u);
@@ -69,6 +73,8 @@ TEST(RouteMap, TransientObjectsAreDroppedStaticKept) {
   BuildReport report;
   ASSERT_TRUE(BuildMap({drive}, opt, root + "/map", &report).ok());
   EXPECT_GT(report.voxels_dropped, 0u);
+  // Poses at x = 0, 2, 4, 6 along a straight street.
+  EXPECT_DOUBLE_EQ(report.route_m, 6.0);
   auto map = OpenMap(root + "/map", 0);
   ASSERT_TRUE(map.ok());
   // The car's side facing the sensor is the plane y = -2.2 (x 3..7, z -1.7..-0.2); the facade

@@ -88,6 +88,9 @@ struct BuildReport {
   uint64_t voxels_dropped = 0;
   uint64_t voxels_kept = 0;
   size_t tiles = 0;
+  // Path length through the source frames' positions of the longest drive, metres: a map is
+  // built from passes over one route, so this is the route's length (bytes per metre of route).
+  double route_m = 0;
 };
 
 Status BuildMap(const std::vector<Drive>& drives, const BuildOptions&, const std::string& out_dir,
