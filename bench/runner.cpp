@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/percentile.h"
 
 namespace dv::bench {
 namespace {
@@ -43,14 +44,7 @@ void Append(std::vector<double>* to, const std::vector<double>& from) {
 }  // namespace
 
 Percentiles TimingPercentiles(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  auto rank = [&](double q) { return v[size_t(std::ceil(q * double(v.size()))) - 1]; };
-  Percentiles p;
-  // Nearest rank; for an even count the median is the lower middle value.
-  p.median = rank(0.5);
-  p.p95 = rank(0.95);
-  return p;
+  return {NearestRank(v, 0.5), NearestRank(v, 0.95)};
 }
 
 double Ratio(uint64_t points, uint64_t bytes, bool intensity) {

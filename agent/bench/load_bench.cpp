@@ -24,6 +24,7 @@
 
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/percentile.h"
 #include "dejaview/maps/route_map.h"
 #include "dejaview/store/frame_index.h"
 #include "dejaview/transport/wire.h"
@@ -70,12 +71,6 @@ double CpuSeconds(pid_t pid) {
   if (f.size() < 13) return 0;  // fields 14 and 15 of proc(5), counted after the name
   return double(std::atoll(f[11].c_str()) + std::atoll(f[12].c_str())) /
          double(sysconf(_SC_CLK_TCK));
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
 }
 
 struct Frame {
@@ -266,7 +261,7 @@ int Main(const Args& args) {
       m["dejaview_agent_frames_encoded_total"], m["dejaview_agent_frames_dropped_queue_total"],
       arrived.size(), 100.0 * cpu_load / load_s / std::thread::hardware_concurrency(), depth_mean,
       depths.empty() ? 0.0 : *std::max_element(depths.begin(), depths.end()),
-      Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99),
+      NearestRank(latencies_ms, 0.5), NearestRank(latencies_ms, 0.99),
       enc_n > 0 ? 1000.0 * m["dejaview_agent_encode_seconds_sum"] / enc_n : 0.0, drain_s);
   agent.Signal(SIGTERM);
   agent.Wait(30);

@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/percentile.h"
 #include "dejaview/server/ingest.h"
 #include "running_server.h"  // tests/server: the in-process server of the tests
 #include "s3rver_process.h"
@@ -39,11 +40,6 @@ struct Args {
   int throughput_batches = 200;
   std::string dir = (std::filesystem::temp_directory_path() / "dejaview-ingest-bench").string();
 };
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
-}
 
 // One vehicle's upload connection: HELLO, then DATA batches of fresh records.
 class Client {
@@ -192,16 +188,16 @@ int Main(const Args& args) {
       "records/s | MB/s |\n|---|---|---|---|---|---|\n",
       args.window);
   for (int m = 0; m < kModes; ++m) {
-    std::printf("| %s | %.2f | %.2f | %zu | %.0f | %.1f |\n", names[m], Percentile(ms[m], 0.5),
-                Percentile(ms[m], 0.99), ms[m].size(),
+    std::printf("| %s | %.2f | %.2f | %zu | %.0f | %.1f |\n", names[m], NearestRank(ms[m], 0.5),
+                NearestRank(ms[m], 0.99), ms[m].size(),
                 double(args.throughput_batches * args.records) / seconds[m],
                 double(args.throughput_batches) * batch_mb / seconds[m]);
   }
   std::printf("\n");
   for (int m = 1; m < kModes; ++m) {
     std::printf("%s vs off: p50 %+.1f%%, p99 %+.1f%%, throughput %+.1f%%\n", names[m],
-                100.0 * (Percentile(ms[m], 0.5) / Percentile(ms[0], 0.5) - 1),
-                100.0 * (Percentile(ms[m], 0.99) / Percentile(ms[0], 0.99) - 1),
+                100.0 * (NearestRank(ms[m], 0.5) / NearestRank(ms[0], 0.5) - 1),
+                100.0 * (NearestRank(ms[m], 0.99) / NearestRank(ms[0], 0.99) - 1),
                 100.0 * (seconds[0] / seconds[m] - 1));
   }
   return 0;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "dejaview/base/percentile.h"
 #include "dejaview/store/store.h"
 #include "s3rver_process.h"
 
@@ -43,11 +44,6 @@ std::vector<uint8_t> RandomBytes(std::mt19937_64* rng, size_t n) {
   return b;
 }
 
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
-}
-
 StoreConfig BaseConfig(const Args& args, const std::string& dir, const S3rverProcess* s3) {
   StoreConfig c;
   c.disk.dir = dir;
@@ -65,7 +61,7 @@ struct AckResult {
 };
 
 AckResult Summarize(const std::vector<double>& ms, double seconds, size_t object_bytes) {
-  return {Percentile(ms, 0.5), Percentile(ms, 0.99),
+  return {NearestRank(ms, 0.5), NearestRank(ms, 0.99),
           double(ms.size()) * double(object_bytes) / seconds / 1e6};
 }
 
@@ -184,10 +180,10 @@ int Run(const Args& args) {
               kRounds);
   for (int mode = 0; mode < 3; ++mode) {
     std::printf("| %s | %.0f | %.0f | %.0f | %.0f%% |\n", modes[mode].name,
-                Percentile(mbps[mode], 0.5),
+                NearestRank(mbps[mode], 0.5),
                 *std::min_element(mbps[mode].begin(), mbps[mode].end()),
                 *std::max_element(mbps[mode].begin(), mbps[mode].end()),
-                100 * Percentile(disk_share[mode], 0.5));
+                100 * NearestRank(disk_share[mode], 0.5));
   }
   std::printf("\n");
   std::filesystem::remove_all(args.dir);
