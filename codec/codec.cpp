@@ -19,10 +19,12 @@ namespace dv::codec {
 namespace {
 
 constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
-// Version 2 adds the gap sections. A version 1 decoder skips section ids it does not know, so a
-// frame carrying them must not read as version 1: it would decode without its gap points and
-// break the bound. Frames without gap sections stay version 1, byte for byte as before.
-constexpr uint8_t kVersionPlain = 1, kVersionGap = 2;
+// Version 2 added the gap sections (a version 1 decoder would skip them and break the bound).
+// Version 3, the one written, changes the statistics only: kCounted models in every range-coded
+// stream and a context of each face neighbour's state for the selection bits. Every delta frame of
+// version 3 carries the gap sections (empty when no point is in the gap class). Versions 1 and 2
+// are still decoded, with their own models.
+constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -63,6 +65,14 @@ const char* SectionName(uint8_t id) {
   }
 }
 
+Adaptation AdaptationOf(uint8_t version) {
+  return version >= kVersionCounted ? Adaptation::kCounted : Adaptation::kShift4;
+}
+
+SelectionModel SelectionModelOf(uint8_t version) {
+  return {AdaptationOf(version), version >= kVersionCounted};
+}
+
 uint64_t ZigZag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
 int64_t UnZigZag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
 
@@ -100,7 +110,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
-  uint8_t version = kVersionPlain;
+  uint8_t version = kVersionCounted;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -153,7 +163,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && h->version != kVersionPlain && h->version != kVersionGap) {
+  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionCounted)) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
@@ -225,7 +235,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
     if ((id == kGapGeometry || id == kGapIntensity) &&
         (h->version < kVersionGap || h->mode != kModeDelta)) {
       return bad(std::string("section ") + SectionName(id) +
-                 " is only valid in a version 2 delta frame");
+                 " is only valid in a delta frame of version 2 or later");
     }
     sections->push_back({id, p, size_t(len)});
     p += len;
@@ -268,7 +278,8 @@ Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vecto
                        double step_m, bool intensity, uint8_t geometry_id, uint8_t intensity_id,
                        Header* h) {
   std::vector<uint8_t> geometry, ibytes;
-  DV_RETURN_IF_ERROR(EncodeCells(pts, inten, step_m, intensity, &geometry, &ibytes, nullptr));
+  DV_RETURN_IF_ERROR(EncodeCells(pts, inten, step_m, intensity, AdaptationOf(h->version), &geometry,
+                                 &ibytes, nullptr));
   h->sections.emplace_back(geometry_id, std::move(geometry));
   if (intensity) h->sections.emplace_back(intensity_id, std::move(ibytes));
   return Status::Ok();
@@ -447,18 +458,15 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
 
   ByteWriter map_section;
   map_section.Varint(radius_dm);
-  const std::vector<uint8_t> bits = EncodeSelection(cand, selected);
+  const std::vector<uint8_t> bits = EncodeSelection(cand, selected, SelectionModelOf(h.version));
   map_section.Bytes(bits.data(), bits.size());
   h.sections.emplace_back(kMapSelection, map_section.Take());
   DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
                                      kResidualGeometry, kResidualIntensity, &h));
-  if (!gap.empty()) {
-    // Each gap cell holds an original point and its centre is within T of every point in it,
-    // as for intra cells: the bound holds whatever the classification decided.
-    h.version = kVersionGap;
-    DV_RETURN_IF_ERROR(AddCellSections(gap, gap_i, CellStep(tol), params.intensity, kGapGeometry,
-                                       kGapIntensity, &h));
-  }
+  // Each gap cell holds an original point and its centre is within T of every point in it, as
+  // for intra cells: the bound holds whatever the classification decided.
+  DV_RETURN_IF_ERROR(AddCellSections(gap, gap_i, CellStep(tol), params.intensity, kGapGeometry,
+                                     kGapIntensity, &h));
   std::vector<uint8_t> bytes = WriteContainer(h);
   Report(h, rep);
   if (double(rep->explained_points) < params.min_explained_fraction * double(pts.size())) {
@@ -517,7 +525,8 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     }
     CellCloud c;
     DV_RETURN_IF_ERROR(DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0,
-                                   CellStep(bound_m), intensity, kMaxPointsPerFrame, &c)
+                                   CellStep(bound_m), intensity, AdaptationOf(h.version),
+                                   kMaxPointsPerFrame, &c)
                            .WithContext(std::string("delta: section ") + SectionName(gid)));
     AppendCells(c, intensity, source, &out);
     return Status::Ok();
@@ -546,7 +555,8 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
                                       &cand, kCandidateProjection));
   std::vector<uint8_t> selected;
   DV_RETURN_IF_ERROR(
-      DecodeSelection(cand, r.position(), r.remaining(), &selected).WithContext("delta"));
+      DecodeSelection(cand, r.position(), r.remaining(), SelectionModelOf(h.version), &selected)
+          .WithContext("delta"));
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!selected[i]) continue;
     out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 
 #include "dejaview/codec/range_coder.h"
 #include "hot_paths.h"
@@ -16,18 +17,23 @@ namespace {
 
 constexpr int kCols = 1024, kRows = 80;
 constexpr double kElevMin = -0.45, kElevMax = 0.11;  // radians, an HDL-64E's field plus margin
-constexpr int kVisStates = 4, kRangeStates = 4, kPersistStates = 4, kNeighbourStates = 5;
+constexpr int kVisStates = 4, kRangeStates = 4, kPersistStates = 4, kNeighbourStates = 27;
 constexpr int kStaticStates = kVisStates * kRangeStates * kPersistStates;
 
 // Context from the face neighbours that precede a voxel in (x, y, z) order (more neighbours
-// cost more look-ups than they save bits): 0 none coded yet, else 1 + min(selected, 3).
-int NeighbourState(const std::array<int32_t, 3>& prev, const std::vector<uint8_t>& selected) {
-  int coded = 0, sel = 0;
+// cost more look-ups than they save bits). Version 3: each of the three is not coded (absent or
+// later), unselected or selected, 27 states. Versions 1 and 2: 0 none coded yet, else
+// 1 + min(selected, 3).
+int NeighbourState(const std::array<int32_t, 3>& prev, const std::vector<uint8_t>& selected,
+                   bool each_face) {
+  int coded = 0, sel = 0, state = 0;
   for (int32_t j : prev) {
-    if (j < 0) continue;
-    ++coded;
-    sel += selected[size_t(j)];
+    const int s = j < 0 ? 0 : 1 + selected[size_t(j)];
+    state = state * 3 + s;
+    coded += s > 0;
+    sel += s == 2;
   }
+  if (each_face) return state;
   return coded == 0 ? 0 : 1 + std::min(sel, 3);
 }
 
@@ -155,24 +161,27 @@ std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
   return prev;
 }
 
-std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected) {
-  RangeEncoder rc;
-  SelectionContexts ctx;
+std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected,
+                                     const SelectionModel& model) {
+  RangeEncoder rc(model.adaptation);
+  auto ctx = std::make_unique<SelectionContexts>();
   const std::vector<std::array<int32_t, 3>> prev = PrecedingNeighbours(c);
   for (size_t i = 0; i < c.voxels.size(); ++i) {
-    rc.Encode(ctx.Get(c.context[i], NeighbourState(prev[i], selected)), selected[i]);
+    rc.Encode(ctx->Get(c.context[i], NeighbourState(prev[i], selected, model.each_face)),
+              selected[i]);
   }
   return rc.Finish();
 }
 
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
-                       std::vector<uint8_t>* selected) {
-  RangeDecoder rc(data, size);
-  SelectionContexts ctx;
+                       const SelectionModel& model, std::vector<uint8_t>* selected) {
+  RangeDecoder rc(data, size, model.adaptation);
+  auto ctx = std::make_unique<SelectionContexts>();
   selected->assign(c.voxels.size(), 0);
   const std::vector<std::array<int32_t, 3>> prev = PrecedingNeighbours(c);
   for (size_t i = 0; i < c.voxels.size(); ++i) {
-    (*selected)[i] = uint8_t(rc.Decode(ctx.Get(c.context[i], NeighbourState(prev[i], *selected))));
+    (*selected)[i] = uint8_t(
+        rc.Decode(ctx->Get(c.context[i], NeighbourState(prev[i], *selected, model.each_face))));
   }
   if (rc.overrun() > 0) return Status::Corruption("map section truncated");
   return Status::Ok();

@@ -10,6 +10,7 @@
 #include "dejaview/base/pose.h"
 #include "dejaview/base/status.h"
 #include "dejaview/codec/codec.h"
+#include "dejaview/codec/range_coder.h"
 #include "dejaview/maps/route_map.h"
 #include "voxel_hash.h"
 
@@ -39,8 +40,16 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor
 // is a candidate earlier in the order, else -1: the context of the selection coder.
 std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c);
 
-std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected);
+// How the selection bits are modelled (docs/delta-format.md): each_face = false (format versions 1
+// and 2) makes the neighbour context the number of selected face neighbours; true (version 3) the
+// state of each face neighbour (not coded, unselected, selected).
+struct SelectionModel {
+  Adaptation adaptation;
+  bool each_face;
+};
+std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected,
+                                     const SelectionModel& model);
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
-                       std::vector<uint8_t>* selected);
+                       const SelectionModel& model, std::vector<uint8_t>* selected);
 
 }  // namespace dv::codec

@@ -100,8 +100,9 @@ struct IntensityModel {
 }  // namespace
 
 Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
-                   double step_m, bool with_intensity, std::vector<uint8_t>* geometry,
-                   std::vector<uint8_t>* intensity_bytes, CellCloud* cells) {
+                   double step_m, bool with_intensity, Adaptation adaptation,
+                   std::vector<uint8_t>* geometry, std::vector<uint8_t>* intensity_bytes,
+                   CellCloud* cells) {
   ByteWriter head;
   if (points.empty()) {
     head.U8(0);
@@ -157,7 +158,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
 
   head.U8(uint8_t(depth));
   for (int a = 0; a < 3; ++a) head.Varint(ZigZag(lo[a]));
-  RangeEncoder rc;
+  RangeEncoder rc(adaptation);
   OccupancyContexts ctx;
   for (int d = 0; d < depth; ++d) {
     const std::vector<uint64_t>& parents = levels[d];
@@ -186,7 +187,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
 
   intensity_bytes->clear();
   if (with_intensity) {
-    RangeEncoder irc;
+    RangeEncoder irc(adaptation);
     IntensityModel im;
     int prev = 0;
     for (uint8_t q : cell_intensity) {
@@ -211,8 +212,8 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
 }
 
 Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t* intensity_bytes,
-                   size_t intensity_size, double step_m, bool with_intensity, size_t max_cells,
-                   CellCloud* cells) {
+                   size_t intensity_size, double step_m, bool with_intensity, Adaptation adaptation,
+                   size_t max_cells, CellCloud* cells) {
   cells->step_m = step_m;
   cells->centres.clear();
   cells->intensity.clear();
@@ -229,7 +230,7 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
     if (std::llabs(v) > (int64_t(1) << 50))
       return Status::Corruption("octree: origin out of range");
   }
-  RangeDecoder rc(r.position(), r.remaining());
+  RangeDecoder rc(r.position(), r.remaining(), adaptation);
   OccupancyContexts ctx;
   std::vector<uint64_t> level = {0}, next;
   for (int d = 0; d < depth; ++d) {
@@ -260,7 +261,7 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
     cells->centres.push_back(p);
   }
   if (with_intensity) {
-    RangeDecoder irc(intensity_bytes, intensity_size);
+    RangeDecoder irc(intensity_bytes, intensity_size, adaptation);
     IntensityModel im;
     int prev = 0;
     cells->intensity.resize(level.size());

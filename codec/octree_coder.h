@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dejaview/base/status.h"
+#include "dejaview/codec/range_coder.h"
 
 namespace dv::codec {
 
@@ -21,12 +22,14 @@ struct CellCloud {
 // Quantises points into cells (mean intensity per cell) and codes them. Every point must lie
 // within the octree span (2^21 cells per axis) -- checked, InvalidArgument otherwise. `cells`
 // (optional) receives the decoded cloud exactly as the decoder will produce it.
+// `adaptation` is the models' (range_coder.h); the decoder must be given the encoder's.
 Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
-                   double step_m, bool with_intensity, std::vector<uint8_t>* geometry,
-                   std::vector<uint8_t>* intensity_bytes, CellCloud* cells);
-Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t* intensity_bytes,
-                   size_t intensity_size, double step_m, bool with_intensity, size_t max_cells,
+                   double step_m, bool with_intensity, Adaptation adaptation,
+                   std::vector<uint8_t>* geometry, std::vector<uint8_t>* intensity_bytes,
                    CellCloud* cells);
+Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t* intensity_bytes,
+                   size_t intensity_size, double step_m, bool with_intensity, Adaptation adaptation,
+                   size_t max_cells, CellCloud* cells);
 
 // Intensity quantisation shared by every section: 6 bits over KITTI's [0, 1] reflectance.
 inline uint8_t QuantizeIntensity6(float v) {

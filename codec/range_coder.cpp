@@ -2,8 +2,29 @@
 
 namespace dv::codec {
 namespace {
+
 constexpr uint32_t kTop = 1u << 24;
+
+// The share of range_ that codes a 0.
+uint32_t Bound(uint32_t range, const BitModel& m, Adaptation a) {
+  return a == Adaptation::kShift4 ? (range >> 12) * (m.p >> 4) : (range >> 16) * m.p;
 }
+
+// p stays within [1, 65535] (kCounted) or [15, 4081] x 16 (kShift4), so Bound is never 0 and
+// never the whole range.
+void Adapt(BitModel* m, int bit, Adaptation a) {
+  if (a == Adaptation::kShift4) {
+    uint32_t p = m->p >> 4;
+    p = bit == 0 ? p + ((4096 - p) >> 4) : p - (p >> 4);
+    m->p = uint16_t(p << 4);
+    return;
+  }
+  const int shift = m->uses < 1 ? 1 : (m->uses < 8 ? 3 : (m->uses < 32 ? 4 : 5));
+  if (m->uses < 255) ++m->uses;
+  m->p = uint16_t(bit == 0 ? m->p + ((65536u - m->p) >> shift) : m->p - (m->p >> shift));
+}
+
+}  // namespace
 
 void RangeEncoder::ShiftLow() {
   // low_ holds 33 significant bits: bit 32 is a carry into the bytes already delayed in cache_.
@@ -21,15 +42,14 @@ void RangeEncoder::ShiftLow() {
 }
 
 void RangeEncoder::Encode(BitModel* m, int bit) {
-  const uint32_t bound = (range_ >> kProbBits) * m->p;
+  const uint32_t bound = Bound(range_, *m, adaptation_);
   if (bit == 0) {
     range_ = bound;
-    m->p = uint16_t(m->p + ((kProbOne - m->p) >> kAdaptShift));
   } else {
     low_ += bound;
     range_ -= bound;
-    m->p = uint16_t(m->p - (m->p >> kAdaptShift));
   }
+  Adapt(m, bit, adaptation_);
   while (range_ < kTop) {
     range_ <<= 8;
     ShiftLow();
@@ -54,7 +74,8 @@ std::vector<uint8_t> RangeEncoder::Finish() {
   return std::move(out_);
 }
 
-RangeDecoder::RangeDecoder(const uint8_t* data, size_t size) : p_(data), end_(data + size) {
+RangeDecoder::RangeDecoder(const uint8_t* data, size_t size, Adaptation adaptation)
+    : adaptation_(adaptation), p_(data), end_(data + size) {
   for (int i = 0; i < 4; ++i) code_ = (code_ << 8) | NextByte();
 }
 
@@ -72,18 +93,17 @@ void RangeDecoder::Normalize() {
 }
 
 int RangeDecoder::Decode(BitModel* m) {
-  const uint32_t bound = (range_ >> kProbBits) * m->p;
+  const uint32_t bound = Bound(range_, *m, adaptation_);
   int bit;
   if (code_ < bound) {
     range_ = bound;
-    m->p = uint16_t(m->p + ((kProbOne - m->p) >> kAdaptShift));
     bit = 0;
   } else {
     code_ -= bound;
     range_ -= bound;
-    m->p = uint16_t(m->p - (m->p >> kAdaptShift));
     bit = 1;
   }
+  Adapt(m, bit, adaptation_);
   Normalize();
   return bit;
 }

@@ -33,7 +33,7 @@ struct EncoderParams {
   // Residual points with a map representative within gap_factor * tolerance_m (static surface
   // between the map's scan rings, mostly) are coded at the tolerance instead, in the `gap`
   // sections; the rest (moving objects, scene changes) keep residual_precision_m. 0 turns the
-  // split off (a version 1 frame). In [0, 4].
+  // split off (the gap sections are empty). In [0, 4].
   double gap_factor = 2.0;
   bool intensity = true;  // false: geometry only, decoded intensity is 0
   // Delta frames explaining less than this fraction of points are also coded intra, and the
