@@ -19,8 +19,12 @@ void Adapt(BitModel* m, int bit, Adaptation a) {
     m->p = uint16_t(p << 4);
     return;
   }
-  const int shift = m->uses < 1 ? 1 : (m->uses < 8 ? 3 : (m->uses < 32 ? 4 : 5));
-  if (m->uses < 255) ++m->uses;
+  // The step by uses so far: 1/2 for the first bit, 1/8 up to the 8th, 1/16 up to the 32nd, then
+  // 1/32 (uses saturates at 32).
+  static constexpr uint8_t kShift[33] = {1, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+                                         4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5};
+  const int shift = kShift[m->uses];
+  m->uses = uint8_t(m->uses + (m->uses < 32));
   m->p = uint16_t(bit == 0 ? m->p + ((65536u - m->p) >> shift) : m->p - (m->p >> shift));
 }
 

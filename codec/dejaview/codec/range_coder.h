@@ -24,7 +24,7 @@ enum class Adaptation : uint8_t { kShift4, kCounted };
 // starts at one half.
 struct BitModel {
   uint16_t p = 1 << 15;
-  uint8_t uses = 0;  // kCounted: bits coded with this model so far, saturating at 255
+  uint8_t uses = 0;  // kCounted: bits coded with this model so far, saturating at 32
 };
 
 class RangeEncoder {
