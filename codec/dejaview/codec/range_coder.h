@@ -16,8 +16,9 @@ namespace dv::codec {
 // kShift4: a 12-bit probability moved 1/16 of the way towards each coded bit. Version 3 uses
 // kCounted: a 16-bit probability whose step shrinks as the model is used (1/2 at its first bit,
 // 1/8 up to its 8th, 1/16 up to its 32nd, then 1/32), so a fresh context learns from a few
-// bits and a busy one settles on a finer estimate (as CABAC's and AV1's counters do; 2-6%
-// smaller frames on KITTI, BENCHMARK.md). Encoder and decoder of a stream must agree on it.
+// bits and a busy one settles on a finer estimate (as CABAC's and AV1's counters do; 2-4%
+// smaller frames on KITTI by themselves, BENCHMARK.md). Encoder and decoder of a stream must
+// agree on it.
 enum class Adaptation : uint8_t { kShift4, kCounted };
 
 // Probability that the next bit is 0, in units of 2^-16 (kShift4 keeps the low 4 bits zero);
