@@ -140,17 +140,40 @@ Status BuildMap(const std::vector<Drive>& drives, const BuildOptions& opt,
     if (opt.progress) opt.progress(f + 1, 2 * frames.size());
   }
 
+  // Each source frame tests only the voxels within its range: voxels are bucketed in cubes of
+  // kBucketM, and a bucket whose box lies beyond max_range_m of the sensor holds no voxel the test
+  // would count. Without it the pass is O(frames x voxels), hours for a long drive's map.
+  constexpr double kBucketM = 16;
+  struct Bucket {
+    Eigen::Vector3d lo;
+    std::vector<std::pair<uint64_t, Accum*>> voxels;
+  };
+  std::unordered_map<uint64_t, Bucket> buckets;
+  for (auto& [packed, a] : voxels) {
+    const Eigen::Vector3d c = (Unpack(packed).cast<double>().array() + 0.5) * res;
+    const VoxelKey b = KeyOf(c, kBucketM);
+    Bucket& bucket = buckets[Pack(b)];
+    bucket.lo = b.cast<double>() * kBucketM;
+    bucket.voxels.emplace_back(packed, &a);
+  }
   const double margin = 0.5 + 2 * res;
   for (size_t f = 0; f < sources.size(); ++f) {
     const Pose T_sensor_map = sources[f].T_map_sensor.inverse();
-    for (auto& [packed, a] : voxels) {
-      const Eigen::Vector3d c = (Unpack(packed).cast<double>().array() + 0.5) * res;
-      const Eigen::Vector3d ps = T_sensor_map * c;
-      const double range = ps.norm();
-      if (range > opt.max_range_m) continue;
-      if (sources[f].image.Free(ps) < RangeImage::kEmpty &&
-          sources[f].image.Free(ps) > range + margin) {
-        ++a.seen_through;
+    const Eigen::Vector3d origin = sources[f].T_map_sensor.translation();
+    for (const auto& [key, bucket] : buckets) {
+      // Distance from the sensor to the bucket's box, less a millimetre for rounding.
+      const Eigen::Vector3d gap =
+          (bucket.lo - origin).cwiseMax(origin - bucket.lo - Eigen::Vector3d::Constant(kBucketM));
+      if (gap.cwiseMax(0.0).norm() - 1e-3 > opt.max_range_m) continue;
+      for (const auto& [packed, a] : bucket.voxels) {
+        const Eigen::Vector3d c = (Unpack(packed).cast<double>().array() + 0.5) * res;
+        const Eigen::Vector3d ps = T_sensor_map * c;
+        const double range = ps.norm();
+        if (range > opt.max_range_m) continue;
+        if (sources[f].image.Free(ps) < RangeImage::kEmpty &&
+            sources[f].image.Free(ps) > range + margin) {
+          ++a->seen_through;
+        }
       }
     }
     if (opt.progress) opt.progress(frames.size() + f + 1, 2 * frames.size());
