@@ -144,28 +144,22 @@ Status BuildMap(const std::vector<Drive>& drives, const BuildOptions& opt,
   // kBucketM, and a bucket whose box lies beyond max_range_m of the sensor holds no voxel the test
   // would count. Without it the pass is O(frames x voxels), hours for a long drive's map.
   constexpr double kBucketM = 16;
-  struct Bucket {
-    Eigen::Vector3d lo;
-    std::vector<std::pair<uint64_t, Accum*>> voxels;
-  };
-  std::unordered_map<uint64_t, Bucket> buckets;
+  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, Accum*>>> buckets;
   for (auto& [packed, a] : voxels) {
     const Eigen::Vector3d c = (Unpack(packed).cast<double>().array() + 0.5) * res;
-    const VoxelKey b = KeyOf(c, kBucketM);
-    Bucket& bucket = buckets[Pack(b)];
-    bucket.lo = b.cast<double>() * kBucketM;
-    bucket.voxels.emplace_back(packed, &a);
+    buckets[Pack(KeyOf(c, kBucketM))].emplace_back(packed, &a);
   }
   const double margin = 0.5 + 2 * res;
   for (size_t f = 0; f < sources.size(); ++f) {
     const Pose T_sensor_map = sources[f].T_map_sensor.inverse();
     const Eigen::Vector3d origin = sources[f].T_map_sensor.translation();
-    for (const auto& [key, bucket] : buckets) {
+    for (const auto& [bucket, members] : buckets) {
       // Distance from the sensor to the bucket's box, less a millimetre for rounding.
+      const Eigen::Vector3d lo = Unpack(bucket).cast<double>() * kBucketM;
       const Eigen::Vector3d gap =
-          (bucket.lo - origin).cwiseMax(origin - bucket.lo - Eigen::Vector3d::Constant(kBucketM));
+          (lo - origin).cwiseMax(origin - lo - Eigen::Vector3d::Constant(kBucketM));
       if (gap.cwiseMax(0.0).norm() - 1e-3 > opt.max_range_m) continue;
-      for (const auto& [packed, a] : bucket.voxels) {
+      for (const auto& [packed, a] : members) {
         const Eigen::Vector3d c = (Unpack(packed).cast<double>().array() + 0.5) * res;
         const Eigen::Vector3d ps = T_sensor_map * c;
         const double range = ps.norm();

@@ -280,7 +280,7 @@ TEST_F(StreetMap, CorruptTruncatedAndWrongMapInputsAreRejected) {
       << wrong.status().message();
 }
 
-// The pseudo-revisit map of KITTI 00: its even frames at 0.2 m.
+// The pseudo-revisit map of KITTI 00: its even frames, at 0.2 m unless told.
 std::unique_ptr<maps::RouteMap> KittiEvenFramesMap(const Drive& drive, double resolution_m = 0.2) {
   const std::string dir = test::ScratchDir() + "/map";
   maps::BuildOptions opt;
