@@ -119,6 +119,9 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
 // tile's run, which came first. No voxel hash is needed, so the decoder builds none.
 std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
   const std::vector<maps::MapVoxel>& v = c.voxels;
+  // PackKey orders keys as KeyLess does (x, then y, then z), so one integer compare replaces three.
+  std::vector<uint64_t> packed(v.size());
+  for (size_t i = 0; i < v.size(); ++i) packed[i] = PackKey(v[i].key);
   std::vector<std::array<int32_t, 3>> prev(v.size());
   struct Run {
     maps::VoxelKey tile;
@@ -126,6 +129,8 @@ std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
   };
   std::vector<Run> runs;  // tiles are few: a linear search finds one
   size_t cursor[3] = {0, 0, 0};
+  // PackKey(k) - kStep[a] is the key of k - e_a (keys stay within the packed range).
+  const uint64_t kStep[3] = {uint64_t(1) << 42, uint64_t(1) << 21, 1};
   for (size_t i = 0; i < v.size(); ++i) {
     const maps::VoxelKey& k = v[i].key;
     const maps::VoxelKey tile = maps::TileOf(k);
@@ -135,27 +140,27 @@ std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
     }
     runs.back().end = i + 1;
     for (int a = 0; a < 3; ++a) {
-      maps::VoxelKey n = k;
-      --n[a];
-      int32_t j = -1;
+      const uint64_t n = packed[i] - kStep[a];
+      size_t lo = cursor[a], hi = i;
       if (k[a] % maps::kTileVoxels == 0) {
         // n lies in the tile below along axis a, which precedes this one in the order.
-        const maps::VoxelKey below = maps::TileOf(n);
+        maps::VoxelKey below = k;
+        --below[a];
+        below = maps::TileOf(below);
+        lo = hi = 0;
         for (const Run& r : runs) {
           if (r.tile != below) continue;
-          const auto it = std::lower_bound(v.begin() + long(r.begin), v.begin() + long(r.end), n,
-                                           [](const maps::MapVoxel& x, const maps::VoxelKey& key) {
-                                             return maps::KeyLess(x.key, key);
-                                           });
-          if (it != v.begin() + long(r.end) && it->key == n) j = int32_t(it - v.begin());
+          lo = size_t(
+              std::lower_bound(packed.begin() + long(r.begin), packed.begin() + long(r.end), n) -
+              packed.begin());
+          hi = r.end;
           break;  // a tile has one run
         }
       } else {
-        size_t& q = cursor[a];
-        while (q < i && maps::KeyLess(v[q].key, n)) ++q;
-        if (q < i && v[q].key == n) j = int32_t(q);
+        while (cursor[a] < i && packed[cursor[a]] < n) ++cursor[a];
+        lo = cursor[a];
       }
-      prev[i][a] = j;
+      prev[i][a] = lo < hi && packed[lo] == n ? int32_t(lo) : -1;
     }
   }
   return prev;
