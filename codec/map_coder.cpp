@@ -75,14 +75,16 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   if (!KeyInRange(s) || (s.array().abs() + n >= kPackBias - 2).any()) {
     return Status::InvalidArgument("sensor position outside the map's key range");
   }
-  std::vector<maps::MapVoxel> box;
-  DV_RETURN_IF_ERROR(map->CollectBox(s.array() - n, s.array() + n, &box));
+  std::vector<maps::MapVoxel>& ball = out->voxels;  // the box, then filtered in place
+  ball.clear();
+  DV_RETURN_IF_ERROR(map->CollectBox(s.array() - n, s.array() + n, &ball));
   const int64_t n2 = int64_t(n) * n;
-  out->voxels.clear();
-  for (const maps::MapVoxel& v : box) {
-    const Eigen::Matrix<int64_t, 3, 1> d = (v.key - s).cast<int64_t>();
-    if (d.squaredNorm() <= n2) out->voxels.push_back(v);
-  }
+  ball.erase(std::remove_if(ball.begin(), ball.end(),
+                            [&](const maps::MapVoxel& v) {
+                              const Eigen::Matrix<int64_t, 3, 1> d = (v.key - s).cast<int64_t>();
+                              return d.squaredNorm() > n2;
+                            }),
+             ball.end());
   const size_t count = out->voxels.size();
   out->index = VoxelHash(with_index ? count : 0);
   if (with_index) {
@@ -113,10 +115,12 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   return Status::Ok();
 }
 
-// The candidates come tile by tile, each tile's voxels in KeyLess order, so inside a tile the
-// neighbour key - e_a of successive voxels increases too and one forward cursor per axis finds it
-// without hashing. A neighbour in the tile below along an axis is found by binary search in that
-// tile's run, which came first. No voxel hash is needed, so the decoder builds none.
+// The candidates come tile by tile, each tile's voxels in KeyLess order. Inside a tile the
+// neighbour at - e_z can only be the voxel just before; the one at - e_y lies in the same x slab
+// and the one at - e_x in the slab before, and as the voxel moves forward so do they: a forward
+// cursor per axis, reset to the start of its slab, finds each without hashing (each cursor
+// crosses a slab once). A neighbour in the tile below along an axis is found by binary search
+// in that tile's run, which came first. No voxel hash is needed, so the decoder builds none.
 std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
   const std::vector<maps::MapVoxel>& v = c.voxels;
   // PackKey orders keys as KeyLess does (x, then y, then z), so one integer compare replaces three.
@@ -128,39 +132,59 @@ std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
     size_t begin, end;
   };
   std::vector<Run> runs;  // tiles are few: a linear search finds one
-  size_t cursor[3] = {0, 0, 0};
+  // The neighbour at - e_a when it lies in the tile below along a, which came first.
+  auto below = [&](const maps::VoxelKey& k, int a, uint64_t n) -> int32_t {
+    maps::VoxelKey t = k;
+    --t[a];
+    t = maps::TileOf(t);
+    for (const Run& r : runs) {
+      if (r.tile != t) continue;
+      const auto it =
+          std::lower_bound(packed.begin() + long(r.begin), packed.begin() + long(r.end), n);
+      return it != packed.begin() + long(r.end) && *it == n ? int32_t(it - packed.begin()) : -1;
+    }
+    return -1;
+  };
+  static_assert(maps::kTileVoxels == 256, "tile arithmetic below: shifts and masks by 8 bits");
+  constexpr int kLow = maps::kTileVoxels - 1;
+  // Cursors on the neighbours at - e_x and - e_y, and where the current x slab began.
+  size_t cx = 0, cy = 0, slab = 0;
   // PackKey(k) - kStep[a] is the key of k - e_a (keys stay within the packed range).
-  const uint64_t kStep[3] = {uint64_t(1) << 42, uint64_t(1) << 21, 1};
+  constexpr uint64_t kStepX = uint64_t(1) << 42, kStepY = uint64_t(1) << 21;
+  maps::VoxelKey tile(INT32_MIN, INT32_MIN, INT32_MIN);
   for (size_t i = 0; i < v.size(); ++i) {
     const maps::VoxelKey& k = v[i].key;
-    const maps::VoxelKey tile = maps::TileOf(k);
-    if (runs.empty() || runs.back().tile != tile) {
-      runs.push_back({tile, i, i});
-      cursor[0] = cursor[1] = cursor[2] = i;
+    const uint64_t p = packed[i];
+    // Arithmetic shifts: floor division by 256 for negative keys too (two's complement).
+    const maps::VoxelKey t(k.x() >> 8, k.y() >> 8, k.z() >> 8);
+    if (t != tile) {
+      tile = t;
+      runs.push_back({t, i, i});
+      cx = cy = slab = i;
+    } else if (k.x() != v[i - 1].key.x()) {
+      // A new x slab: the - e_x neighbours are in the slab just ended, if it is at x - 1.
+      cx = v[i - 1].key.x() == k.x() - 1 ? slab : i;
+      cy = slab = i;
     }
     runs.back().end = i + 1;
-    for (int a = 0; a < 3; ++a) {
-      const uint64_t n = packed[i] - kStep[a];
-      size_t lo = cursor[a], hi = i;
-      if (k[a] % maps::kTileVoxels == 0) {
-        // n lies in the tile below along axis a, which precedes this one in the order.
-        maps::VoxelKey below = k;
-        --below[a];
-        below = maps::TileOf(below);
-        lo = hi = 0;
-        for (const Run& r : runs) {
-          if (r.tile != below) continue;
-          lo = size_t(
-              std::lower_bound(packed.begin() + long(r.begin), packed.begin() + long(r.end), n) -
-              packed.begin());
-          hi = r.end;
-          break;  // a tile has one run
-        }
-      } else {
-        while (cursor[a] < i && packed[cursor[a]] < n) ++cursor[a];
-        lo = cursor[a];
-      }
-      prev[i][a] = lo < hi && packed[lo] == n ? int32_t(lo) : -1;
+    std::array<int32_t, 3>& out = prev[i];
+    if ((k.x() & kLow) == 0) {
+      out[0] = below(k, 0, p - kStepX);
+    } else {
+      while (cx < i && packed[cx] < p - kStepX) ++cx;
+      out[0] = cx < i && packed[cx] == p - kStepX ? int32_t(cx) : -1;
+    }
+    if ((k.y() & kLow) == 0) {
+      out[1] = below(k, 1, p - kStepY);
+    } else {
+      while (cy < i && packed[cy] < p - kStepY) ++cy;
+      out[1] = cy < i && packed[cy] == p - kStepY ? int32_t(cy) : -1;
+    }
+    if ((k.z() & kLow) == 0) {
+      out[2] = below(k, 2, p - 1);
+    } else {
+      // Inside the tile the key - e_z can only be the one just before.
+      out[2] = i > runs.back().begin && packed[i - 1] == p - 1 ? int32_t(i - 1) : -1;
     }
   }
   return prev;

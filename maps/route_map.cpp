@@ -166,7 +166,13 @@ Status RouteMap::CollectBox(const VoxelKey& lo, const VoxelKey& hi, std::vector<
     const VoxelKey& t = info.tile;
     if ((t.array() < tlo.array()).any() || (t.array() > thi.array()).any()) continue;
     DV_ASSIGN_OR_RETURN(Loaded * tile, Tile(t));
-    for (const MapVoxel& v : tile->voxels) {
+    const std::vector<MapVoxel>& vs = tile->voxels;
+    const VoxelKey first = t * kTileVoxels, last = first.array() + (kTileVoxels - 1);
+    if ((first.array() >= lo.array()).all() && (last.array() <= hi.array()).all()) {
+      out->insert(out->end(), vs.begin(), vs.end());  // the whole tile is inside: one copy
+      continue;
+    }
+    for (const MapVoxel& v : vs) {
       if ((v.key.array() >= lo.array()).all() && (v.key.array() <= hi.array()).all()) {
         out->push_back(v);
       }
