@@ -32,7 +32,9 @@ class DejaviewCodec : public Codec {
  public:
   std::string name() const override { return "dejaview"; }
   std::string knob_name() const override { return "T_m"; }
-  std::vector<double> DefaultKnobs() const override { return {0.05, 0.1, 0.15, 0.2, 0.3, 0.4}; }
+  std::vector<double> DefaultKnobs() const override {
+    return {0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5};
+  }
 
   // The protocol: the map is built at resolution T for tolerance T.
   Status Prepare(const std::vector<Drive>& map_drives, double tolerance_m,

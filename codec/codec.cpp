@@ -355,6 +355,9 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   if (!(params.gap_factor >= 0 && params.gap_factor <= 4)) {
     return Status::InvalidArgument("encode: gap_factor must be in [0, 4]");
   }
+  if (!(params.select_factor >= 0 && params.select_factor <= 1)) {
+    return Status::InvalidArgument("encode: select_factor must be in [0, 1]");
+  }
   if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
   DV_RETURN_IF_ERROR(CheckBackend(params.backend).WithContext("encode"));
   EncodeReport local;
@@ -423,14 +426,17 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
                                       kCandidateIndex | kCandidateProjection, params.backend));
   rep->candidates = cand.voxels.size();
 
-  // A point is explained when a candidate's decoded representative is within the tolerance;
-  // every such candidate is selected, so every selected one has an original point near it.
+  // A point is explained when a candidate's decoded representative is within the tolerance. Its
+  // nearest such candidate is selected, and so is every candidate within select_factor of the
+  // tolerance of a point: each selected one has an original point within the tolerance, and each
+  // explained point a selected one.
   const double bound2 = (tol - kMarginM) * (tol - kMarginM);
+  const double select_m = params.select_factor * (tol - kMarginM);
   const double res = map->resolution_m();
   const int nb = int(std::ceil((tol - kMarginM) / res));
   std::vector<uint8_t> selected, explained;
   DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), cand.index, cand.sensor,
-                                    res, nb, bound2, &explained, &selected));
+                                    res, nb, bound2, select_m * select_m, &explained, &selected));
   std::vector<Eigen::Vector3f> unexplained;
   std::vector<float> unexplained_i;
   for (size_t i = 0; i < pts.size(); ++i) {

@@ -63,7 +63,7 @@ kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t) {
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const VoxelHash& index,
                       const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
-                      double bound2, std::vector<uint8_t>* explained,
+                      double bound2, double select2, std::vector<uint8_t>* explained,
                       std::vector<uint8_t>* selected) {
   explained->assign(pts.size(), 0);
   selected->assign(candidate_sensor.size(), 0);
@@ -71,7 +71,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
 #ifdef DEJAVIEW_HAVE_CUDA
     return cuda::ClassifyPoints(Floats(pts), pts.size(), T_map_sensor, index.view(), index.slots(),
                                 Floats(candidate_sensor), candidate_sensor.size(), voxel_m, nb,
-                                bound2, explained->data(), selected->data());
+                                bound2, select2, explained->data(), selected->data());
 #else
     return NoCuda();
 #endif
@@ -99,11 +99,9 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
         }
       }
     }
-    for (int32_t j : near) {
-      if (!kernels::Explains(sensor, j, p, bound2)) continue;
-      (*selected)[size_t(j)] = 1;
-      (*explained)[i] = 1;
-    }
+    const int32_t nearest =
+        kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2, selected->data());
+    (*explained)[i] = nearest >= 0;
   }
   return Status::Ok();
 }

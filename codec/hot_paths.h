@@ -21,12 +21,13 @@ kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t);
 
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
 // some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
-// its representative candidate_sensor[j] within sqrt(bound2) of p; every such j gets
-// selected[j] = 1 (selected is sized to the candidates and cleared first).
+// its representative candidate_sensor[j] within sqrt(bound2) of p. Of those, the nearest (the
+// first in (dx, dy, dz) order among equals) and every one within sqrt(select2) <= sqrt(bound2)
+// get selected[j] = 1 (selected is sized to the candidates and cleared first).
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const VoxelHash& index,
                       const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
-                      double bound2, std::vector<uint8_t>* explained,
+                      double bound2, double select2, std::vector<uint8_t>* explained,
                       std::vector<uint8_t>* selected);
 
 // DeriveCandidates' projection: each voxel's representative in the sensor frame (as float, as

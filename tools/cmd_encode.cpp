@@ -15,20 +15,21 @@ namespace dv::cli {
 int RunEncode(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"map", "out", "tolerance", "residual-precision", "gap-factor",
-                           "map-budget-mb", "pose", "backend"},
+                           "select-factor", "map-budget-mb", "pose", "backend"},
                           {"no-intensity", "json", "help"});
   if (!args.ok()) return Fail("encode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
         "usage: dejaview encode DRIVE --map MAPDIR --out DELTADIR --tolerance T\n"
         "       dejaview encode FRAME.bin [--map MAPDIR --pose \"12 numbers\"] --out FILE.dvd\n"
-        "  [--residual-precision P] [--gap-factor G] [--no-intensity] [--map-budget-mb MB]\n"
-        "  [--backend cpu|cuda] [--json]\n"
+        "  [--residual-precision P] [--gap-factor G] [--select-factor S] [--no-intensity]\n"
+        "  [--map-budget-mb MB] [--backend cpu|cuda] [--json]\n"
         "  Every decoded point lies within T metres of an original point and every original\n"
         "  point within T of a decoded one. Without --map frames are coded intra. The prior pose\n"
         "  of each frame is DRIVE/poses_prior.txt when present, else DRIVE/poses.txt. Points the\n"
         "  map does not explain are coded within P, except those within G*T of a map point\n"
-        "  (coded within T; G 0 codes them all within P).\n");
+        "  (coded within T; G 0 codes them all within P). Each explained point is stood for by\n"
+        "  its nearest map voxel and every map voxel within S*T of it (S in [0, 1]).\n");
     return args->Has("help") ? kOk : kUsage;
   }
   codec::EncoderParams params;
@@ -38,6 +39,9 @@ int RunEncode(int argc, char** argv) {
   auto gap = args->GetDouble("gap-factor", params.gap_factor);
   if (!rp.ok()) return Fail("encode", rp.status());
   if (!gap.ok()) return Fail("encode", gap.status());
+  auto sel = args->GetDouble("select-factor", params.select_factor);
+  if (!sel.ok()) return Fail("encode", sel.status());
+  params.select_factor = *sel;
   params.tolerance_m = *tol;
   params.residual_precision_m = *rp;
   params.gap_factor = *gap;

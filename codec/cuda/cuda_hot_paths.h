@@ -19,7 +19,7 @@ Status DeviceAvailable();
 // selected: candidates (both written whole).
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
                       const kernels::HashView& index, size_t slots, const float* sensor,
-                      size_t candidates, double voxel_m, int32_t nb, double bound2,
+                      size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
                       uint8_t* explained, uint8_t* selected);
 
 // voxels: n records laid out as kernels::VoxelRecord; T: R_map_sensor, t_map_sensor. sensor:

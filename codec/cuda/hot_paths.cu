@@ -99,25 +99,50 @@ Status Finish() {
 
 __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
                                kernels::HashView index, const float* sensor, double voxel_m,
-                               int32_t nb, double bound2, uint8_t* explained, uint8_t* selected) {
+                               int32_t nb, double bound2, double select2, uint8_t* explained,
+                               uint8_t* selected) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const double p[3] = {double(pts[3 * i]), double(pts[3 * i + 1]), double(pts[3 * i + 2])};
   int32_t k[3];
   uint8_t e = 0;
   if (kernels::NeighbourhoodKey(T, p, voxel_m, nb, k)) {
+    // The candidates around p in (dx, dy, dz) order, as the CPU lists them, in chunks: the rule
+    // needs them all (the nearest), the chunks keep the thread's memory fixed. A nearest found
+    // in an earlier chunk stays unless a later one is strictly nearer, as in one pass.
+    constexpr int kChunk = 32;
+    int32_t near[kChunk];
+    int count = 0;
+    int32_t best = -1;
+    double best_d2 = bound2;
+    auto flush = [&]() {
+      for (int m = 0; m < count; ++m) {
+        const int32_t j = near[m];
+        const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
+                             double(sensor[3 * j + 2])};
+        const double d2 = kernels::Dist2(s, p);
+        if (d2 <= select2) selected[j] = 1;  // every writer stores 1: an OR, free of order
+        if (d2 < best_d2 || (best < 0 && d2 <= bound2)) {
+          best = j;
+          best_d2 = d2;
+        }
+      }
+      count = 0;
+    };
     for (int dx = -nb; dx <= nb; ++dx) {
       for (int dy = -nb; dy <= nb; ++dy) {
         for (int dz = -nb; dz <= nb; ++dz) {
           const int32_t j =
               kernels::HashFind(index, kernels::PackKey(k[0] + dx, k[1] + dy, k[2] + dz));
-          if (j < 0 || !kernels::Explains(sensor, j, p, bound2)) continue;
-          // Every writer stores 1: the marks are an OR, free of order.
-          selected[j] = 1;
-          e = 1;
+          if (j < 0) continue;
+          near[count++] = j;
+          if (count == kChunk) flush();
         }
       }
     }
+    flush();
+    if (best >= 0) selected[best] = 1;
+    e = best >= 0;
   }
   explained[i] = e;
 }
@@ -166,7 +191,7 @@ Status DeviceAvailable() {
 
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
                       const kernels::HashView& index, size_t slots, const float* sensor,
-                      size_t candidates, double voxel_m, int32_t nb, double bound2,
+                      size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
                       uint8_t* explained, uint8_t* selected) {
   DeviceArray<float> d_pts, d_sensor;
   DeviceArray<uint8_t> d_explained, d_selected;
@@ -179,7 +204,7 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
   DV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_selected.get(), 0, candidates, cudaStreamPerThread));
   if (n > 0) {
     ClassifyKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(
-        d_pts.get(), n, T_map_sensor, d_index.view, d_sensor.get(), voxel_m, nb, bound2,
+        d_pts.get(), n, T_map_sensor, d_index.view, d_sensor.get(), voxel_m, nb, bound2, select2,
         d_explained.get(), d_selected.get());
     DV_RETURN_IF_ERROR(Launched());
   }

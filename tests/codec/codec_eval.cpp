@@ -1,7 +1,7 @@
 // Steering tool for codec development (not a test, not the bench): the pseudo-revisit protocol of
 // issue 11 on one sequence and tolerance. Map from the even frames at resolution T, odd frames
 // encoded at tolerance T with a noisy prior; prints ratio, CD, Hausdorff and times.
-//   codec_eval SEQDIR T [residual_precision] [intensity 0|1] [gap_factor]
+//   codec_eval SEQDIR T [residual_precision] [intensity 0|1] [gap_factor] [select_factor]
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   RetainFreedMemory();
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: codec_eval SEQDIR T [residual_precision] [intensity] [gap_factor]\n");
+                 "usage: codec_eval SEQDIR T [residual_precision] [intensity] [gap_factor] "
+                 "[select_factor]\n");
     return 2;
   }
   const double T = std::atof(argv[2]);
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   if (argc > 3) params.residual_precision_m = std::atof(argv[3]);
   if (argc > 4) params.intensity = std::atoi(argv[4]) != 0;
   if (argc > 5) params.gap_factor = std::atof(argv[5]);
+  if (argc > 6) params.select_factor = std::atof(argv[6]);
   auto drive = OpenDrive(argv[1]);
   if (!drive.ok()) return std::fprintf(stderr, "%s\n", drive.status().ToString().c_str()), 1;
   const std::string mapdir = std::filesystem::temp_directory_path() / "codec_eval_map";

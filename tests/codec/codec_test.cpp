@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "hot_paths.h"
 #include "map_coder.h"
 
 #include "../maps/scene.h"
@@ -227,6 +228,61 @@ TEST_F(StreetMap, DeltaExplainsTheStreetAndCodesTheCarAsResidual) {
     for (uint8_t s : dec->source) from_map += s == 0;
     EXPECT_EQ(from_map, rep.selected_voxels);
     for (float v : dec->cloud.intensity) EXPECT_TRUE(intensity ? v >= 0 && v <= 1 : v == 0);
+  }
+}
+
+// The selection rule against brute force over every candidate: a point is explained when some
+// representative is within the bound; its nearest one is selected, and so is every one within the
+// selection radius of any point; nothing else is.
+TEST_F(StreetMap, ClassificationSelectsTheNearestAndEveryCandidateWithinTheSelectionRadius) {
+  const Pose truth = test::StreetPose(2);
+  const PointCloud full = test::StreetFrame(truth, {test::CarAt(4, 2)});
+  std::vector<Eigen::Vector3f> pts;
+  for (size_t i = 0; i < full.size(); i += 17) pts.push_back(full.xyz[i]);
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  const double res = map_->resolution_m(), bound = 0.1 - 1e-4;
+  ASSERT_GT(cand.voxels.size(), 1000u);
+  for (double factor : {0.0, 0.6, 1.0}) {
+    const double select = factor * bound;
+    std::vector<uint8_t> explained, selected;
+    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, RigidOf(truth.linear(), truth.translation()),
+                               cand.index, cand.sensor, res, int(std::ceil(bound / res)),
+                               bound * bound, select * select, &explained, &selected)
+                    .ok());
+    std::vector<uint8_t> within(cand.voxels.size(), 0), nearest(cand.voxels.size(), 0);
+    size_t n_explained = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const Eigen::Vector3d p = pts[i].cast<double>();
+      double best = bound * bound;
+      std::vector<size_t> at_best;
+      for (size_t j = 0; j < cand.voxels.size(); ++j) {
+        const double d2 = (cand.sensor[j].cast<double>() - p).squaredNorm();
+        if (d2 <= select * select) within[j] = 1;
+        if (d2 < best) at_best.clear(), best = d2;
+        if (d2 <= best) at_best.push_back(j);
+      }
+      ASSERT_EQ(explained[i], at_best.empty() ? 0 : 1) << "point " << i << " factor " << factor;
+      n_explained += explained[i];
+      if (at_best.empty()) continue;
+      // Ties go to the first in the kernel's look-up order; one of the nearest is selected.
+      EXPECT_TRUE(
+          std::any_of(at_best.begin(), at_best.end(), [&](size_t j) { return selected[j]; }))
+          << "point " << i << " factor " << factor;
+      for (size_t j : at_best) nearest[j] = 1;
+    }
+    size_t n_selected = 0;
+    for (size_t j = 0; j < cand.voxels.size(); ++j) {
+      if (within[j]) {
+        EXPECT_EQ(selected[j], 1) << "candidate " << j << " factor " << factor;
+      }
+      if (selected[j]) {
+        EXPECT_TRUE(within[j] || nearest[j]) << "candidate " << j << " factor " << factor;
+      }
+      n_selected += selected[j];
+    }
+    EXPECT_GT(n_explained, pts.size() * 8 / 10);
+    EXPECT_GT(n_selected, 0u);
   }
 }
 

@@ -88,7 +88,7 @@ TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
   std::vector<uint8_t> explained, selected;
   EXPECT_FALSE(ClassifyPoints(Backend::kCuda, frame.xyz,
                               RigidOf(Prior(3).linear(), Prior(3).translation()), cand.index,
-                              cand.sensor, 0.2, 1, 0.01, &explained, &selected)
+                              cand.sensor, 0.2, 1, 0.01, 0.0036, &explained, &selected)
                    .ok());
   std::vector<Eigen::Vector3d> map_pts(cand.voxels.size());
   for (size_t i = 0; i < map_pts.size(); ++i)
@@ -156,21 +156,24 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
       std::memcmp(cpu_proj.nearest.data(), cuda_proj.nearest.data(), cpu_proj.nearest.size() * 8),
       0);
 
+  // nb 2 lists 125 voxels per point: the kernel's chunks of 32 are crossed.
   for (int nb : {1, 2}) {
-    const double bound = 0.2 * nb - 1e-4;
-    std::vector<uint8_t> cpu_e, cpu_s, cuda_e, cuda_s;
-    const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
-    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, cand.index, cand.sensor, 0.2, nb,
-                               bound * bound, &cpu_e, &cpu_s)
-                    .ok());
-    ASSERT_TRUE(ClassifyPoints(Backend::kCuda, frame.xyz, Tk, cand.index, cand.sensor, 0.2, nb,
-                               bound * bound, &cuda_e, &cuda_s)
-                    .ok());
-    EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb;
-    EXPECT_EQ(cpu_s, cuda_s) << "nb " << nb;
-    size_t explained = 0;
-    for (uint8_t e : cpu_e) explained += e;
-    EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
+    for (double select : {0.0, 0.6, 1.0}) {
+      const double bound = 0.2 * nb - 1e-4, s2 = select * select * bound * bound;
+      std::vector<uint8_t> cpu_e, cpu_s, cuda_e, cuda_s;
+      const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
+      ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, cand.index, cand.sensor, 0.2, nb,
+                                 bound * bound, s2, &cpu_e, &cpu_s)
+                      .ok());
+      ASSERT_TRUE(ClassifyPoints(Backend::kCuda, frame.xyz, Tk, cand.index, cand.sensor, 0.2, nb,
+                                 bound * bound, s2, &cuda_e, &cuda_s)
+                      .ok());
+      EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb << " select " << select;
+      EXPECT_EQ(cpu_s, cuda_s) << "nb " << nb << " select " << select;
+      size_t explained = 0;
+      for (uint8_t e : cpu_e) explained += e;
+      EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
+    }
   }
 
   std::vector<Eigen::Vector3d> map_pts(n), source;

@@ -35,6 +35,11 @@ struct EncoderParams {
   // sections; the rest (moving objects, scene changes) keep residual_precision_m. 0 turns the
   // split off (the gap sections are empty). In [0, 4].
   double gap_factor = 2.0;
+  // Which map voxels stand for the explained points: each point's nearest within the tolerance,
+  // and every one within select_factor * tolerance_m of a point. 1 selects every voxel within
+  // the tolerance of a point; lower selects fewer, and the decoded points lie nearer the
+  // originals (lower Chamfer distance at the same tolerance; docs/delta-format.md). In [0, 1].
+  double select_factor = 0.6;
   bool intensity = true;  // false: geometry only, decoded intensity is 0
   // Delta frames explaining less than this fraction of points are also coded intra, and the
   // smaller of the two is kept.
