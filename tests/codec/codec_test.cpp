@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -284,6 +285,48 @@ TEST_F(StreetMap, ClassificationSelectsTheNearestAndEveryCandidateWithinTheSelec
     EXPECT_GT(n_explained, pts.size() * 8 / 10);
     EXPECT_GT(n_selected, 0u);
   }
+}
+
+// The CPU projection is a branch-free copy of kernels::Project (which the CUDA backend runs): the
+// decoder's contexts depend on every bit of it, so the two must agree exactly, voxel by voxel.
+TEST_F(StreetMap, CpuProjectionMatchesTheSharedKernelBitForBit) {
+  const Pose T = test::StreetPose(2);
+  Candidates cand;
+  ASSERT_TRUE(
+      DeriveCandidates(map_.get(), T.linear(), T.translation(), 60, &cand, kCandidateIndex).ok());
+  // Voxels on every side of the sensor (each quadrant of atan2), one in the sensor's own voxel
+  // and two far above and below the grid.
+  std::vector<maps::MapVoxel> voxels = cand.voxels;
+  maps::MapVoxel at = voxels.front();
+  at.key = maps::KeyOf(T.translation(), map_->resolution_m());
+  voxels.push_back(at);
+  for (int dz : {-400, 300}) {
+    at.key.z() += dz;
+    voxels.push_back(at);
+  }
+  const kernels::AngularGrid grid{1024, 80, -0.45, 0.11};
+  Projection proj;
+  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
+                                T.translation(), grid, &proj)
+                  .ok());
+  const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
+  std::set<int> quadrants;
+  size_t outside = 0;
+  for (size_t i = 0; i < voxels.size(); ++i) {
+    kernels::VoxelRecord v;
+    std::memcpy(&v, &voxels[i], sizeof(v));
+    float sensor[3];
+    double range;
+    int32_t cell;
+    kernels::Project(v, map_->resolution_m(), Tk.R, Tk.t, grid, sensor, &range, &cell);
+    ASSERT_EQ(std::memcmp(sensor, proj.sensor[i].data(), sizeof(sensor)), 0) << "voxel " << i;
+    ASSERT_EQ(std::memcmp(&range, &proj.range[i], sizeof(range)), 0) << "voxel " << i;
+    ASSERT_EQ(cell, proj.cell[i]) << "voxel " << i;
+    quadrants.insert(int(sensor[0] < 0) * 2 + int(sensor[1] < 0));
+    outside += cell < 0;
+  }
+  EXPECT_EQ(quadrants.size(), 4u);
+  EXPECT_GE(outside, 2u);
 }
 
 TEST_F(StreetMap, EncodingIsDeterministicAndDecodingBitExact) {
