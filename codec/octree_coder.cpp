@@ -54,19 +54,19 @@ class LevelNeighbours {
   explicit LevelNeighbours(const std::vector<uint64_t>& level) : hash_(level.size()) {
     for (size_t i = 0; i < level.size(); ++i) hash_.Insert(level[i], int32_t(i));
   }
+  // The neighbours' codes by dilated-integer arithmetic on the axis' bits of the code (a carry
+  // or borrow crosses the other axes' bits, set to 1 or 0 for it), not by decoding and encoding.
   int Flags(uint64_t node, int d) const {
-    uint32_t c[3];
-    Unmorton(node, &c[0], &c[1], &c[2]);
-    const uint32_t limit = 1u << d;
+    constexpr uint64_t kAxis[3] = {0x4924924924924924ull, 0x2492492492492492ull,
+                                   0x1249249249249249ull};  // x, y, z bits of a Morton code
+    const uint64_t level = d >= kMaxDepth ? ~uint64_t(0) : (uint64_t(1) << (3 * d)) - 1;
     int flags = 0;
     for (int a = 0; a < 3; ++a) {
-      for (int s = 0; s < 2; ++s) {
-        uint32_t n[3] = {c[0], c[1], c[2]};
-        if (s == 0 && n[a] == 0) continue;
-        n[a] = s == 0 ? n[a] - 1 : n[a] + 1;
-        if (n[a] >= limit) continue;
-        if (hash_.Find(Morton(n[0], n[1], n[2])) >= 0) flags |= 1 << (2 * a + s);
-      }
+      const uint64_t m = kAxis[a], own = node & m, rest = node & ~m;
+      if (own != 0 && hash_.Find(((own - 1) & m) | rest) >= 0) flags |= 1 << (2 * a);
+      // 0 when the coordinate was all ones at the deepest level (the sum wrapped).
+      const uint64_t up = ((own | ~m) + 1) & m;
+      if (up != 0 && (up & ~level) == 0 && hash_.Find(up | rest) >= 0) flags |= 1 << (2 * a + 1);
     }
     return flags;
   }
