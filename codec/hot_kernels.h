@@ -91,29 +91,27 @@ DV_HOST_DEVICE inline bool Explains(const float* sensor, int32_t j, const double
   return Dist2(s, p) <= bound2;
 }
 
-// ClassifyPoints' rule for one point p and the candidates `near` around it, in (dx, dy, dz) order:
-// marks the nearest within sqrt(bound2) (the first among equals) and every one within
-// sqrt(select2) in `selected`, and returns the nearest, -1 when none is within sqrt(bound2).
-// Selecting only these, not every candidate within the bound, keeps the decoded representatives
-// near the points they stand for: a lower Chamfer distance at the same bound and tolerance.
-DV_HOST_DEVICE inline int32_t SelectNear(const float* sensor, const int32_t* near, size_t count,
-                                         const double p[3], double bound2, double select2,
-                                         uint8_t* selected) {
-  int32_t best = -1;
-  double best_d2 = bound2;
+// ClassifyPoints' rule for one point p, over the candidates around it in (dx, dy, dz) order,
+// given in one or more runs `near`: marks in `selected` every one within sqrt(select2) and keeps
+// in *best (its squared distance in *best_d2) the nearest within sqrt(bound2) so far, the first
+// among equals. Start with *best = -1 and *best_d2 = bound2; after the last run the caller
+// selects *best (-1: p is not explained). Selecting only these, not every candidate within the
+// bound, keeps the decoded representatives near the points they stand for: a lower Chamfer
+// distance at the same tolerance.
+DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, size_t count,
+                                      const double p[3], double bound2, double select2,
+                                      uint8_t* selected, int32_t* best, double* best_d2) {
   for (size_t m = 0; m < count; ++m) {
     const int32_t j = near[m];
     const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
                          double(sensor[3 * j + 2])};
     const double d2 = Dist2(s, p);
     if (d2 <= select2) selected[j] = 1;  // every writer stores 1: an OR, free of order
-    if (d2 < best_d2 || (best < 0 && d2 <= bound2)) {
-      best = j;
-      best_d2 = d2;
+    if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
+      *best = j;
+      *best_d2 = d2;
     }
   }
-  if (best >= 0) selected[best] = 1;
-  return best;
 }
 
 // ---- Candidate projection (map_coder.cpp DeriveCandidates).

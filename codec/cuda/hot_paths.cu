@@ -107,26 +107,16 @@ __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
   int32_t k[3];
   uint8_t e = 0;
   if (kernels::NeighbourhoodKey(T, p, voxel_m, nb, k)) {
-    // The candidates around p in (dx, dy, dz) order, as the CPU lists them, in chunks: the rule
-    // needs them all (the nearest), the chunks keep the thread's memory fixed. A nearest found
-    // in an earlier chunk stays unless a later one is strictly nearer, as in one pass.
+    // The candidates around p in (dx, dy, dz) order, as the CPU lists them, in runs of a fixed
+    // size (the thread's memory stays fixed); SelectNear carries the nearest across runs.
     constexpr int kChunk = 32;
     int32_t near[kChunk];
     int count = 0;
     int32_t best = -1;
     double best_d2 = bound2;
     auto flush = [&]() {
-      for (int m = 0; m < count; ++m) {
-        const int32_t j = near[m];
-        const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
-                             double(sensor[3 * j + 2])};
-        const double d2 = kernels::Dist2(s, p);
-        if (d2 <= select2) selected[j] = 1;  // every writer stores 1: an OR, free of order
-        if (d2 < best_d2 || (best < 0 && d2 <= bound2)) {
-          best = j;
-          best_d2 = d2;
-        }
-      }
+      kernels::SelectNear(sensor, near, size_t(count), p, bound2, select2, selected, &best,
+                          &best_d2);
       count = 0;
     };
     for (int dx = -nb; dx <= nb; ++dx) {
