@@ -149,7 +149,7 @@ std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
   constexpr int kLow = maps::kTileVoxels - 1;
   // Cursors on the neighbours at - e_x and - e_y, and where the current x slab began.
   size_t cx = 0, cy = 0, slab = 0;
-  // PackKey(k) - kStep[a] is the key of k - e_a (keys stay within the packed range).
+  // PackKey(k) - kStepX, - kStepY and - 1 are the keys of k - e_x, - e_y and - e_z.
   constexpr uint64_t kStepX = uint64_t(1) << 42, kStepY = uint64_t(1) << 21;
   maps::VoxelKey tile(INT32_MIN, INT32_MIN, INT32_MIN);
   for (size_t i = 0; i < v.size(); ++i) {
