@@ -180,6 +180,12 @@ TEST(Codec, RejectsBadParameters) {
     EXPECT_NE(bad.status().message().find("gap_factor"), std::string::npos) << g;
   }
   p.gap_factor = 2;
+  for (double f : {-0.1, 1.5, double(NAN)}) {
+    p.select_factor = f;
+    auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
+    EXPECT_NE(bad.status().message().find("select_factor"), std::string::npos) << f;
+  }
+  p.select_factor = 0.6;
   PointCloud far;
   far.push_back(Eigen::Vector3f(0, 0, 0), 0);
   far.push_back(Eigen::Vector3f(1e6f, 0, 0), 0);
