@@ -147,11 +147,15 @@ DV_HOST_DEVICE inline void Project(const VoxelRecord& v, double voxel_m, const d
   sensor[2] = float(z);
   const double rxy = std::sqrt(x * x + y * y);
   *range = std::sqrt(rxy * rxy + z * z);
-  const double elev = maps::PortableAtan2(z, rxy);
-  const int row = int(std::floor((elev - g.elev_min) / (g.elev_max - g.elev_min) * g.rows));
-  const int col_raw = int(std::floor((maps::PortableAtan2(y, x) + M_PI) / (2 * M_PI) * g.cols));
+  const double rows =
+      (maps::PortableAtan2(z, rxy) - g.elev_min) / (g.elev_max - g.elev_min) * g.rows;
+  const double cols = (maps::PortableAtan2(y, x) + M_PI) / (2 * M_PI) * g.cols;  // >= 0
+  // The cell of floor(rows), floor(cols), without branches: floor(rows) is in [0, g.rows) exactly
+  // when rows is in [0, g.rows), and floor of a value >= 0 is its truncation.
+  const bool inside = (rows >= 0) & (rows < double(g.rows));
+  const int col_raw = int(cols);
   const int col = col_raw < g.cols - 1 ? col_raw : g.cols - 1;
-  *cell = (row >= 0 && row < g.rows && col >= 0) ? row * g.cols + col : -1;
+  *cell = inside ? int(rows) * g.cols + col : -1;
 }
 
 // ---- Correspondences (registration.cpp RegisterFrame).

@@ -27,48 +27,6 @@ namespace {
       "backend cuda: this build has no CUDA support (configure with -DDEJAVIEW_CUDA=ON)");
 }
 
-// kernels::Project over many voxels, with the same operations in the same order (so the same
-// bits), without its branches: the selects below are PortableAtan2's ifs, and floor of a value
-// known to be >= 0 is its truncation. The signs of the coordinates change from voxel to voxel
-// and mispredicted branches were a good part of the projection's time (GCC still does not
-// vectorise the loop: 2 doubles per SSE2 register and mixed int and double lanes).
-void ProjectBatch(const maps::MapVoxel* voxels, size_t n, double voxel_m, const kernels::Rigid& T,
-                  const kernels::AngularGrid& g, float* sensor, double* range, int32_t* cell) {
-  const double* R = T.R;
-  const double* t = T.t;
-  for (size_t i = 0; i < n; ++i) {
-    const maps::MapVoxel& v = voxels[i];
-    double d[3];
-    for (int a = 0; a < 3; ++a) d[a] = (double(v.key[a]) + (v.q[a] + 0.5) / 256.0) * voxel_m - t[a];
-    const double x = R[0] * d[0] + R[3] * d[1] + R[6] * d[2];
-    const double y = R[1] * d[0] + R[4] * d[1] + R[7] * d[2];
-    const double z = R[2] * d[0] + R[5] * d[1] + R[8] * d[2];
-    sensor[3 * i] = float(x);
-    sensor[3 * i + 1] = float(y);
-    sensor[3 * i + 2] = float(z);
-    const double rxy = std::sqrt(x * x + y * y);
-    range[i] = std::sqrt(rxy * rxy + z * z);
-    auto atan2 = [](double yy, double xx) {
-      const double ax = std::fabs(xx), ay = std::fabs(yy);
-      const double mx = ax > ay ? ax : ay;
-      const double a = (ax > ay ? ay : ax) / mx;
-      const double s = a * a;
-      double r = ((((0.0208351 * s - 0.085133) * s + 0.180141) * s - 0.3302995) * s + 0.999866) * a;
-      r = ay > ax ? 1.57079632679489662 - r : r;
-      r = xx < 0 ? 3.14159265358979324 - r : r;
-      r = yy < 0 ? -r : r;
-      return mx == 0 ? 0.0 : r;
-    };
-    const double rows = (atan2(z, rxy) - g.elev_min) / (g.elev_max - g.elev_min) * g.rows;
-    const double cols = (atan2(y, x) + M_PI) / (2 * M_PI) * g.cols;  // >= 0
-    // floor(rows) is in [0, g.rows) exactly when rows is in [0, g.rows).
-    const bool inside = (rows >= 0) & (rows < double(g.rows));
-    const int col_raw = int(cols);
-    const int col = col_raw < g.cols - 1 ? col_raw : g.cols - 1;
-    cell[i] = inside ? int(rows) * g.cols + col : -1;
-  }
-}
-
 const float* Floats(const std::vector<Eigen::Vector3f>& v) {
   return v.empty() ? nullptr : v[0].data();
 }
@@ -168,8 +126,14 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
     return NoCuda();
 #endif
   }
-  ProjectBatch(voxels.data(), n, voxel_m, T, grid, Floats(out->sensor), out->range.data(),
-               out->cell.data());
+  // Projected first, the nearest per cell after: two loops measured 0.3 ms less per decoded frame
+  // than one (codec_eval, 00, T = 0.1).
+  for (size_t i = 0; i < n; ++i) {
+    kernels::VoxelRecord v;
+    std::memcpy(&v, &voxels[i], sizeof(v));
+    kernels::Project(v, voxel_m, T.R, T.t, grid, out->sensor[i].data(), &out->range[i],
+                     &out->cell[i]);
+  }
   for (size_t i = 0; i < n; ++i) {
     const int32_t c = out->cell[i];
     if (c >= 0) out->nearest[size_t(c)] = std::min(out->nearest[size_t(c)], out->range[i]);

@@ -293,9 +293,24 @@ TEST_F(StreetMap, ClassificationSelectsTheNearestAndEveryCandidateWithinTheSelec
   }
 }
 
-// The CPU projection is a branch-free copy of kernels::Project (which the CUDA backend runs): the
-// decoder's contexts depend on every bit of it, so the two must agree exactly, voxel by voxel.
-TEST_F(StreetMap, CpuProjectionMatchesTheSharedKernelBitForBit) {
+// The projection (kernels::Project, PortableAtan2) is written with selects and truncation, not
+// branches and floor; the decoder's contexts depend on every bit of it, so it must agree exactly
+// with the definition in docs/delta-format.md, written here the plain way, voxel by voxel.
+double ReferenceAtan2(double y, double x) {
+  const double ax = std::fabs(x), ay = std::fabs(y);
+  const double mx = ax > ay ? ax : ay;
+  if (mx == 0) return 0;
+  const double a = (ax > ay ? ay : ax) / mx;
+  const double s = a * a;
+  double r = ((((0.0208351 * s - 0.085133) * s + 0.180141) * s - 0.3302995) * s + 0.999866) * a;
+  if (ay > ax) r = 1.57079632679489662 - r;
+  if (x < 0) r = 3.14159265358979324 - r;
+  return y < 0 ? -r : r;
+}
+
+TEST_F(StreetMap, ProjectionMatchesTheBranchyDefinitionBitForBit) {
+  EXPECT_EQ(maps::PortableAtan2(0, 0), 0.0);
+  EXPECT_EQ(maps::PortableAtan2(-0.0, -0.0), ReferenceAtan2(-0.0, -0.0));
   const Pose T = test::StreetPose(2);
   Candidates cand;
   ASSERT_TRUE(
@@ -310,25 +325,34 @@ TEST_F(StreetMap, CpuProjectionMatchesTheSharedKernelBitForBit) {
     at.key.z() += dz;
     voxels.push_back(at);
   }
-  const kernels::AngularGrid grid{1024, 80, -0.45, 0.11};
+  const kernels::AngularGrid g{1024, 80, -0.45, 0.11};
   Projection proj;
   ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
-                                T.translation(), grid, &proj)
+                                T.translation(), g, &proj)
                   .ok());
   const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
   std::set<int> quadrants;
   size_t outside = 0;
   for (size_t i = 0; i < voxels.size(); ++i) {
-    kernels::VoxelRecord v;
-    std::memcpy(&v, &voxels[i], sizeof(v));
-    float sensor[3];
-    double range;
-    int32_t cell;
-    kernels::Project(v, map_->resolution_m(), Tk.R, Tk.t, grid, sensor, &range, &cell);
-    ASSERT_EQ(std::memcmp(sensor, proj.sensor[i].data(), sizeof(sensor)), 0) << "voxel " << i;
-    ASSERT_EQ(std::memcmp(&range, &proj.range[i], sizeof(range)), 0) << "voxel " << i;
+    const maps::MapVoxel& v = voxels[i];
+    const Eigen::Vector3d d = Eigen::Vector3d(
+        (double(v.key.x()) + (v.q[0] + 0.5) / 256.0) * map_->resolution_m() - T.translation().x(),
+        (double(v.key.y()) + (v.q[1] + 0.5) / 256.0) * map_->resolution_m() - T.translation().y(),
+        (double(v.key.z()) + (v.q[2] + 0.5) / 256.0) * map_->resolution_m() - T.translation().z());
+    const double* R = Tk.R;
+    const double sx = R[0] * d[0] + R[3] * d[1] + R[6] * d[2];
+    const double sy = R[1] * d[0] + R[4] * d[1] + R[7] * d[2];
+    const double sz = R[2] * d[0] + R[5] * d[1] + R[8] * d[2];
+    const double rxy = std::sqrt(sx * sx + sy * sy);
+    const int row = int(
+        std::floor((ReferenceAtan2(sz, rxy) - g.elev_min) / (g.elev_max - g.elev_min) * g.rows));
+    const int col_raw = int(std::floor((ReferenceAtan2(sy, sx) + M_PI) / (2 * M_PI) * g.cols));
+    const int col = col_raw < g.cols - 1 ? col_raw : g.cols - 1;
+    const int32_t cell = (row >= 0 && row < g.rows && col >= 0) ? row * g.cols + col : -1;
+    ASSERT_EQ(Eigen::Vector3f(float(sx), float(sy), float(sz)), proj.sensor[i]) << "voxel " << i;
+    ASSERT_EQ(std::sqrt(rxy * rxy + sz * sz), proj.range[i]) << "voxel " << i;
     ASSERT_EQ(cell, proj.cell[i]) << "voxel " << i;
-    quadrants.insert(int(sensor[0] < 0) * 2 + int(sensor[1] < 0));
+    quadrants.insert(int(sx < 0) * 2 + int(sy < 0));
     outside += cell < 0;
   }
   EXPECT_EQ(quadrants.size(), 4u);
