@@ -435,8 +435,9 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const double res = map->resolution_m();
   const int nb = int(std::ceil((tol - kMarginM) / res));
   std::vector<uint8_t> selected, explained;
-  DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), cand.index, cand.sensor,
-                                    res, nb, bound2, select_m * select_m, &explained, &selected));
+  DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), cand.voxels, cand.index,
+                                    cand.sensor, res, nb, bound2, select_m * select_m, &explained,
+                                    &selected));
   std::vector<Eigen::Vector3f> unexplained;
   std::vector<float> unexplained_i;
   for (size_t i = 0; i < pts.size(); ++i) {

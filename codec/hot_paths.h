@@ -25,10 +25,10 @@ kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t);
 // first in (dx, dy, dz) order among equals) and every one within sqrt(select2) <= sqrt(bound2)
 // get selected[j] = 1 (selected is sized to the candidates and cleared first).
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
-                      const kernels::Rigid& T_map_sensor, const VoxelHash& index,
-                      const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
-                      double bound2, double select2, std::vector<uint8_t>* explained,
-                      std::vector<uint8_t>* selected);
+                      const kernels::Rigid& T_map_sensor, const std::vector<maps::MapVoxel>& voxels,
+                      const VoxelHash& index, const std::vector<Eigen::Vector3f>& candidate_sensor,
+                      double voxel_m, int nb, double bound2, double select2,
+                      std::vector<uint8_t>* explained, std::vector<uint8_t>* selected);
 
 // DeriveCandidates' projection: each voxel's representative in the sensor frame (as float, as
 // the decoder emits it), its range, its cell in `grid` (-1 outside), and per cell the nearest

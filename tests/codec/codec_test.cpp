@@ -254,8 +254,9 @@ TEST_F(StreetMap, ClassificationSelectsTheNearestAndEveryCandidateWithinTheSelec
     const double select = factor * bound;
     std::vector<uint8_t> explained, selected;
     ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, RigidOf(truth.linear(), truth.translation()),
-                               cand.index, cand.sensor, res, int(std::ceil(bound / res)),
-                               bound * bound, select * select, &explained, &selected)
+                               cand.voxels, cand.index, cand.sensor, res,
+                               int(std::ceil(bound / res)), bound * bound, select * select,
+                               &explained, &selected)
                     .ok());
     std::vector<uint8_t> within(cand.voxels.size(), 0), nearest(cand.voxels.size(), 0);
     size_t n_explained = 0;

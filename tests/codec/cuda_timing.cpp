@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
       }));
       std::vector<uint8_t> explained, selected;
       t[b].classify.push_back(Ms([&] {
-        Check(ClassifyPoints(be, cloud->xyz, T, cand.index, cand.sensor, 0.2, nb, bound2,
-                             bound2 * 0.36, &explained, &selected));
+        Check(ClassifyPoints(be, cloud->xyz, T, cand.voxels, cand.index, cand.sensor, 0.2, nb,
+                             bound2, bound2 * 0.36, &explained, &selected));
       }));
       // Registration's search: 5 coarse and 6 fine iterations over the source points.
       t[b].correspond.push_back(Ms([&] {
