@@ -407,10 +407,12 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   // Radius of the candidate ball, in decimetres: everything the frame can touch.
   const uint64_t radius_dm = uint64_t(std::ceil((max_range + tol) * 10));
   const double radius_m = double(radius_dm) / 10;
+  // Only the CUDA kernels look voxel keys up in a hash; the CPU sorts them (sorted_grid.h).
+  const unsigned hashed = params.backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u;
   Candidates around_prior;
   DV_RETURN_IF_ERROR(DeriveCandidates(map, prior.linear(), prior.translation(),
-                                      radius_m + kRegistrationSlackM, &around_prior,
-                                      kCandidateIndex, params.backend));
+                                      radius_m + kRegistrationSlackM, &around_prior, hashed,
+                                      params.backend));
   DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
                       RegisterFrame(pts, around_prior, prior, params.backend));
   rep->registration_correspondences = reg.correspondences;

@@ -1,4 +1,5 @@
 #include "hot_paths.h"
+#include "sorted_grid.h"
 
 #include <algorithm>
 #include <climits>
@@ -33,90 +34,6 @@ const float* Floats(const std::vector<Eigen::Vector3f>& v) {
 }
 [[maybe_unused]] float* Floats(std::vector<Eigen::Vector3f>& v) {
   return v.empty() ? nullptr : v[0].data();
-}
-
-// Voxel keys packed into one integer that orders them as (x, then y, then z) does: each axis
-// as its offset from lo, in just enough bits for the keys at hand (a frame spans a few thousand
-// voxels per axis), so that a radix sort needs few passes and a neighbour's key is an addition.
-struct KeyPacking {
-  int32_t lo[3] = {0, 0, 0}, hi[3] = {-1, -1, -1};
-  int bits[3] = {0, 0, 0};
-
-  bool Holds(const int32_t k[3]) const {
-    return k[0] >= lo[0] && k[0] <= hi[0] && k[1] >= lo[1] && k[1] <= hi[1] && k[2] >= lo[2] &&
-           k[2] <= hi[2];
-  }
-  uint64_t Pack(const int32_t k[3]) const {
-    return uint64_t(k[0] - lo[0]) << (bits[1] + bits[2]) | uint64_t(k[1] - lo[1]) << bits[2] |
-           uint64_t(k[2] - lo[2]);
-  }
-  // Pack(k + (dx, dy, dz)) - Pack(k), for keys whose neighbour stays inside [lo, hi].
-  int64_t Step(int dx, int dy, int dz) const {
-    return int64_t(dx) * (int64_t(1) << (bits[1] + bits[2])) +
-           int64_t(dy) * (int64_t(1) << bits[2]) + dz;
-  }
-};
-
-// The box of the keys with valid[i], grown by margin on every side. Keys that pass
-// kernels::KeyFits(k, margin) keep every axis below 2^21, so the packed key fits 63 bits.
-KeyPacking PackingOf(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid,
-                     int32_t margin) {
-  KeyPacking p;
-  bool any = false;
-  for (size_t i = 0; i < valid.size(); ++i) {
-    if (!valid[i]) continue;
-    for (int a = 0; a < 3; ++a) {
-      p.lo[a] = any ? std::min(p.lo[a], keys[3 * i + a]) : keys[3 * i + a];
-      p.hi[a] = any ? std::max(p.hi[a], keys[3 * i + a]) : keys[3 * i + a];
-    }
-    any = true;
-  }
-  if (!any) return p;
-  for (int a = 0; a < 3; ++a) {
-    p.lo[a] -= margin;
-    p.hi[a] += margin;
-    while ((int64_t(p.hi[a]) - p.lo[a]) >> p.bits[a]) ++p.bits[a];
-  }
-  return p;
-}
-
-// Sorts (packed, index) pairs by packed: an LSD radix sort, 11 bits a pass. Written here because
-// neither the standard library nor the Debian packages we use offer one; std::sort of the same
-// pairs measured several times slower.
-void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t>* index) {
-  constexpr int kDigit = 11;
-  constexpr uint64_t kMask = (1u << kDigit) - 1;
-  const size_t n = packed->size();
-  std::vector<uint64_t> packed_tmp(n);
-  std::vector<uint32_t> index_tmp(n);
-  std::vector<uint32_t> start(size_t(1) << kDigit);
-  for (int shift = 0; shift < key_bits; shift += kDigit) {
-    std::fill(start.begin(), start.end(), 0);
-    for (uint64_t k : *packed) ++start[(k >> shift) & kMask];
-    uint32_t sum = 0;
-    for (uint32_t& s : start) sum += std::exchange(s, sum);
-    for (size_t m = 0; m < n; ++m) {
-      const uint32_t to = start[((*packed)[m] >> shift) & kMask]++;
-      packed_tmp[to] = (*packed)[m];
-      index_tmp[to] = (*index)[m];
-    }
-    packed->swap(packed_tmp);
-    index->swap(index_tmp);
-  }
-}
-
-// The first position at or after c whose value is >= target, in a sorted array: a galloping
-// search, so a cursor that moves a little costs a little and one that jumps costs a logarithm.
-size_t Advance(const std::vector<uint64_t>& a, size_t c, uint64_t target) {
-  const size_t n = a.size();
-  if (c >= n || a[c] >= target) return c;
-  size_t step = 1;
-  while (c + step < n && a[c + step] < target) {
-    c += step;
-    step <<= 1;
-  }
-  const auto end = a.begin() + long(std::min(c + step, n));
-  return size_t(std::lower_bound(a.begin() + long(c) + 1, end, target) - a.begin());
 }
 
 }  // namespace
@@ -168,46 +85,20 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
     const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
     fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
   }
-  // No hash here: the points and the candidates are both sorted by voxel key, and for each
-  // (dx, dy) a cursor walks the candidates forward to the run (x + dx, y + dy, z - nb .. z + nb)
-  // of the point's voxel, which only moves forward as the points do. Each distinct voxel's
-  // neighbourhood is gathered once, in (dx, dy, dz) order as a hash look-up would list it, so
-  // the result is the same bits; hashing every neighbour measured 3x slower (codec_eval, 00,
-  // T = 0.1): its probes miss the cache and mispredict.
-  const KeyPacking packing = PackingOf(keys, fits, nb);
-  std::vector<uint64_t> point_key, cand_key;
-  std::vector<uint32_t> point_index, cand_index;
-  for (size_t i = 0; i < pts.size(); ++i) {
-    if (!fits[i]) continue;
-    point_key.push_back(packing.Pack(&keys[3 * i]));
-    point_index.push_back(uint32_t(i));
-  }
+  // Sorted, not hashed (sorted_grid.h): each distinct voxel's neighbourhood is gathered once.
+  std::vector<int32_t> cand_keys(3 * voxels.size());
   for (size_t j = 0; j < voxels.size(); ++j) {
-    const int32_t* k = voxels[j].key.data();
-    if (!packing.Holds(k)) continue;
-    cand_key.push_back(packing.Pack(k));
-    cand_index.push_back(uint32_t(j));
+    std::copy(voxels[j].key.data(), voxels[j].key.data() + 3, &cand_keys[3 * j]);
   }
-  const int key_bits = packing.bits[0] + packing.bits[1] + packing.bits[2];
-  RadixSort(key_bits, &point_key, &point_index);
-  RadixSort(key_bits, &cand_key, &cand_index);
-  const int side = 2 * nb + 1;
-  std::vector<size_t> cursor(size_t(side) * side, 0);
+  const SortedGrid grid(cand_keys, nb, 0);
+  const SortedGrid::Queries q = grid.Sort(keys, fits);
+  SortedGrid::Pass pass(grid);
   std::vector<int32_t> near;
-  for (size_t m = 0; m < point_key.size(); ++m) {
-    const uint32_t i = point_index[m];
-    if (m == 0 || point_key[m] != point_key[m - 1]) {
+  for (size_t m = 0; m < q.index.size(); ++m) {
+    const uint32_t i = q.index[m];
+    if (m == 0 || q.packed[m] != q.packed[m - 1]) {
       near.clear();
-      for (int dx = -nb; dx <= nb; ++dx) {
-        for (int dy = -nb; dy <= nb; ++dy) {
-          size_t& c = cursor[size_t((dx + nb) * side + dy + nb)];
-          const uint64_t first = uint64_t(int64_t(point_key[m]) + packing.Step(dx, dy, -nb));
-          c = Advance(cand_key, c, first);
-          for (size_t e = c; e < cand_key.size() && cand_key[e] <= first + 2 * nb; ++e) {
-            near.push_back(int32_t(cand_index[e]));
-          }
-        }
-      }
+      pass.Gather(q.packed[m], &near);
     }
     const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
     int32_t best = -1;
@@ -261,7 +152,8 @@ struct CorrespondenceSearch::Device {
 CorrespondenceSearch::~CorrespondenceSearch() = default;
 
 StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
-    Backend backend, const std::vector<Eigen::Vector3d>& map_pts, const VoxelHash& fine_index,
+    Backend backend, const std::vector<Eigen::Vector3d>& map_pts,
+    const std::vector<maps::MapVoxel>& fine_voxels, const VoxelHash& fine_index,
     double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell) {
   std::unique_ptr<CorrespondenceSearch> s(new CorrespondenceSearch());
   s->map_pts_ = &map_pts;
@@ -269,6 +161,20 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
   s->fine_voxel_m_ = fine_voxel_m;
   s->coarse_voxel_m_ = coarse_voxel_m;
   s->per_cell_ = coarse_per_cell;
+  if (backend == Backend::kCpu) {
+    std::vector<int32_t> keys(3 * map_pts.size());
+    for (size_t i = 0; i < fine_voxels.size(); ++i) {
+      std::copy(fine_voxels[i].key.data(), fine_voxels[i].key.data() + 3, &keys[3 * i]);
+    }
+    s->fine_grid_ = std::make_unique<SortedGrid>(keys, 1, 0);
+    for (size_t i = 0; i < map_pts.size(); ++i) {
+      const maps::VoxelKey k = maps::KeyOf(map_pts[i], coarse_voxel_m);
+      std::copy(k.data(), k.data() + 3, &keys[3 * i]);
+    }
+    s->coarse_grid_ = std::make_unique<SortedGrid>(keys, 1, coarse_per_cell);
+    return s;
+  }
+#ifdef DEJAVIEW_HAVE_CUDA
   s->coarse_hash_ = std::make_unique<VoxelHash>(map_pts.size() / 4 + 16);
   const size_t stride = size_t(coarse_per_cell) + 1;
   for (size_t i = 0; i < map_pts.size(); ++i) {
@@ -279,42 +185,70 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
     int32_t* c = &s->coarse_cells_[cell * stride];
     if (c[0] < coarse_per_cell) c[1 + c[0]++] = int32_t(i);
   }
-  if (backend == Backend::kCuda) {
-#ifdef DEJAVIEW_HAVE_CUDA
-    s->device_ = std::make_unique<Device>();
-    DV_ASSIGN_OR_RETURN(
-        s->device_->search,
-        cuda::Search::Create(map_pts.empty() ? nullptr : map_pts[0].data(), map_pts.size(),
-                             s->Grid(true), fine_index.slots(), s->Grid(false),
-                             s->coarse_hash_->slots(), s->coarse_cells_.size() / stride));
-#else
-    return NoCuda();
-#endif
-  }
+  s->device_ = std::make_unique<Device>();
+  DV_ASSIGN_OR_RETURN(
+      s->device_->search,
+      cuda::Search::Create(map_pts.empty() ? nullptr : map_pts[0].data(), map_pts.size(),
+                           s->Grid(true), fine_index.slots(), s->Grid(false),
+                           s->coarse_hash_->slots(), s->coarse_cells_.size() / stride));
   return s;
+#else
+  return NoCuda();
+#endif
 }
 
+#ifdef DEJAVIEW_HAVE_CUDA
 kernels::NeighbourGrid CorrespondenceSearch::Grid(bool fine) const {
   if (fine) return {fine_index_->view(), fine_voxel_m_, nullptr, 0};
   return {coarse_hash_->view(), coarse_voxel_m_, coarse_cells_.data(), per_cell_};
 }
+#endif
 
 Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
                                   const kernels::Rigid& T, bool fine, double max_d2,
                                   std::vector<int32_t>* best) const {
-  best->resize(source.size());
+  best->assign(source.size(), -1);
 #ifdef DEJAVIEW_HAVE_CUDA
   if (device_) {
     return device_->search->Find(source.empty() ? nullptr : source[0].data(), source.size(), T,
                                  fine, max_d2, best->data());
   }
 #endif
-  const kernels::NeighbourGrid grid = Grid(fine);
-  const double* map = map_pts_->empty() ? nullptr : (*map_pts_)[0].data();
+  // kernels::Nearest's rule over the sorted grid: the nearest closer than sqrt(max_d2) in the 27
+  // voxels around, the first in (dx, dy, dz, slot) order among equals.
+  const SortedGrid& grid = fine ? *fine_grid_ : *coarse_grid_;
+  const double voxel_m = fine ? fine_voxel_m_ : coarse_voxel_m_;
+  std::vector<double> moved(3 * source.size());
+  std::vector<int32_t> keys(3 * source.size());
+  std::vector<uint8_t> valid(source.size());
   for (size_t i = 0; i < source.size(); ++i) {
-    double p[3];
+    double* p = &moved[3 * i];
     kernels::Transform(T, source[i].data(), p);
-    (*best)[i] = kernels::Nearest(grid, map, p, max_d2);
+    bool ok = true;
+    for (int a = 0; a < 3; ++a) ok = ok && std::abs(p[a] / voxel_m) < double(kPackBias);
+    if (ok) kernels::KeyOf(p, voxel_m, &keys[3 * i]);
+    valid[i] = ok;
+  }
+  const SortedGrid::Queries q = grid.Sort(keys, valid);
+  SortedGrid::Pass pass(grid);
+  std::vector<int32_t> near;
+  const double* map = map_pts_->empty() ? nullptr : (*map_pts_)[0].data();
+  for (size_t m = 0; m < q.index.size(); ++m) {
+    if (m == 0 || q.packed[m] != q.packed[m - 1]) {
+      near.clear();
+      pass.Gather(q.packed[m], &near);
+    }
+    const double* p = &moved[3 * size_t(q.index[m])];
+    double b = max_d2;
+    int32_t bi = -1;
+    for (int32_t j : near) {
+      const double d2 = kernels::Dist2(map + 3 * size_t(j), p);
+      if (d2 < b) {
+        b = d2;
+        bi = j;
+      }
+    }
+    (*best)[q.index[m]] = bi;
   }
   return Status::Ok();
 }

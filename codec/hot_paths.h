@@ -13,6 +13,7 @@
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/voxel.h"
 #include "hot_kernels.h"
+#include "sorted_grid.h"
 #include "voxel_hash.h"
 
 namespace dv::codec {
@@ -43,13 +44,16 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
                          const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
                          const kernels::AngularGrid& grid, Projection* out);
 
-// RegisterFrame's correspondence search over fixed map points: the fine grid is the candidates'
-// own index (one point per voxel), the coarse grid buckets at most coarse_per_cell points per
-// voxel of coarse_voxel_m, in point order. The CUDA backend keeps device copies of both.
+// RegisterFrame's correspondence search over fixed map points: the fine grid holds the
+// candidates' own voxels (map_pts[i] is fine_voxels[i]'s representative), the coarse grid at most
+// coarse_per_cell points per voxel of coarse_voxel_m, in point order. The CPU sorts both
+// (sorted_grid.h); the CUDA backend hashes them (fine_index is the candidates' index, needed
+// there only) and keeps device copies.
 class CorrespondenceSearch {
  public:
   static StatusOr<std::unique_ptr<CorrespondenceSearch>> Create(
-      Backend backend, const std::vector<Eigen::Vector3d>& map_pts, const VoxelHash& fine_index,
+      Backend backend, const std::vector<Eigen::Vector3d>& map_pts,
+      const std::vector<maps::MapVoxel>& fine_voxels, const VoxelHash& fine_index,
       double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell);
   ~CorrespondenceSearch();
 
@@ -67,9 +71,10 @@ class CorrespondenceSearch {
   const VoxelHash* fine_index_ = nullptr;
   double fine_voxel_m_ = 0, coarse_voxel_m_ = 0;
   int per_cell_ = 0;
-  std::unique_ptr<VoxelHash> coarse_hash_;
-  std::vector<int32_t> coarse_cells_;  // [count, index x per_cell] per cell
-  std::unique_ptr<Device> device_;     // kCuda only
+  std::unique_ptr<SortedGrid> fine_grid_, coarse_grid_;  // kCpu only
+  std::unique_ptr<VoxelHash> coarse_hash_;               // kCuda only, as below
+  std::vector<int32_t> coarse_cells_;                    // [count, index x per_cell] per cell
+  std::unique_ptr<Device> device_;
 };
 
 }  // namespace dv::codec

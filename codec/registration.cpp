@@ -59,8 +59,8 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
   // The coarse stage's correspondences: at most kCoarsePerCell map points per kCoarseVoxelM
   // cell; the fine stage's are the candidates' own voxels.
   DV_ASSIGN_OR_RETURN(const std::unique_ptr<CorrespondenceSearch> search,
-                      CorrespondenceSearch::Create(backend, map_pts, c.index, c.resolution_m,
-                                                   kCoarseVoxelM, kCoarsePerCell));
+                      CorrespondenceSearch::Create(backend, map_pts, c.voxels, c.index,
+                                                   c.resolution_m, kCoarseVoxelM, kCoarsePerCell));
   std::vector<int32_t> best;
   Pose T = prior;
   const double res = c.resolution_m;

@@ -93,7 +93,9 @@ TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
   std::vector<Eigen::Vector3d> map_pts(cand.voxels.size());
   for (size_t i = 0; i < map_pts.size(); ++i)
     map_pts[i] = maps::Representative(cand.voxels[i], 0.2);
-  EXPECT_FALSE(CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.index, 0.2, 0.5, 5).ok());
+  EXPECT_FALSE(
+      CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5)
+          .ok());
   // The CPU backend is unaffected.
   p.backend = Backend::kCpu;
   EXPECT_TRUE(Encode(frame, Prior(3), {}, p, map_).ok());
@@ -179,8 +181,10 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
   std::vector<Eigen::Vector3d> map_pts(n), source;
   for (size_t i = 0; i < n; ++i) map_pts[i] = maps::Representative(cand.voxels[i], 0.2);
   for (size_t i = 0; i < frame.size(); i += 7) source.push_back(frame.xyz[i].cast<double>());
-  auto cpu_search = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.index, 0.2, 0.5, 5);
-  auto cuda_search = CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.index, 0.2, 0.5, 5);
+  auto cpu_search =
+      CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);
+  auto cuda_search =
+      CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);
   ASSERT_TRUE(cpu_search.ok() && cuda_search.ok()) << cuda_search.status().ToString();
   for (bool fine : {false, true}) {
     std::vector<int32_t> cpu_best, cuda_best;

@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
       }));
       // Registration's search: 5 coarse and 6 fine iterations over the source points.
       t[b].correspond.push_back(Ms([&] {
-        auto search = CorrespondenceSearch::Create(be, map_pts, cand.index, 0.2, 0.5, 5);
+        auto search =
+            CorrespondenceSearch::Create(be, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);
         Check(search.status());
         std::vector<int32_t> best;
         for (int it = 0; it < 11; ++it) Check((*search)->Find(source, T, it >= 5, 0.25, &best));

@@ -1,0 +1,129 @@
+#include "sorted_grid.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace dv::codec {
+namespace {
+
+// Sorts (packed, index) pairs by packed, stably: an LSD radix sort, 11 bits a pass, over keys of
+// key_bits bits (a frame spans a few thousand voxels per axis: two to four passes). Written here
+// because neither the standard library nor the Debian packages we use offer one; std::sort of
+// the same pairs measured several times slower.
+void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t>* index) {
+  constexpr int kDigit = 11;
+  constexpr uint64_t kMask = (1u << kDigit) - 1;
+  const size_t n = packed->size();
+  std::vector<uint64_t> packed_tmp(n);
+  std::vector<uint32_t> index_tmp(n);
+  std::vector<uint32_t> start(size_t(1) << kDigit);
+  for (int shift = 0; shift < key_bits; shift += kDigit) {
+    std::fill(start.begin(), start.end(), 0);
+    for (uint64_t k : *packed) ++start[(k >> shift) & kMask];
+    uint32_t sum = 0;
+    for (uint32_t& s : start) sum += std::exchange(s, sum);
+    for (size_t m = 0; m < n; ++m) {
+      const uint32_t to = start[((*packed)[m] >> shift) & kMask]++;
+      packed_tmp[to] = (*packed)[m];
+      index_tmp[to] = (*index)[m];
+    }
+    packed->swap(packed_tmp);
+    index->swap(index_tmp);
+  }
+}
+
+// The first position at or after c whose value is >= target, in a sorted array: a galloping
+// search, so a cursor that moves a little costs a little and one that jumps costs a logarithm.
+size_t Advance(const std::vector<uint64_t>& a, size_t c, uint64_t target) {
+  const size_t n = a.size();
+  if (c >= n || a[c] >= target) return c;
+  size_t step = 1;
+  while (c + step < n && a[c + step] < target) {
+    c += step;
+    step <<= 1;
+  }
+  const auto end = a.begin() + long(std::min(c + step, n));
+  return size_t(std::lower_bound(a.begin() + long(c) + 1, end, target) - a.begin());
+}
+
+}  // namespace
+
+SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int nb, int per_cell) : nb_(nb) {
+  const size_t n = keys.size() / 3;
+  for (size_t i = 0; i < n; ++i) {
+    for (int a = 0; a < 3; ++a) {
+      lo_[a] = i == 0 ? keys[a] : std::min(lo_[a], keys[3 * i + a]);
+      hi_[a] = i == 0 ? keys[a] : std::max(hi_[a], keys[3 * i + a]);
+    }
+  }
+  if (n == 0) return;
+  // Queries within nb of the items' box are kept, so their neighbours stay within 2 nb of it
+  // and adding a column's offset to a packed key never carries into the next axis.
+  for (int a = 0; a < 3; ++a) {
+    lo_[a] -= 2 * nb;
+    hi_[a] += 2 * nb;
+    while ((int64_t(hi_[a]) - lo_[a]) >> bits_[a]) ++bits_[a];
+  }
+  packed_.resize(n);
+  item_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    packed_[i] = Pack(&keys[3 * i]);
+    item_[i] = uint32_t(i);
+  }
+  RadixSort(bits_[0] + bits_[1] + bits_[2], &packed_, &item_);
+  if (per_cell <= 0) return;
+  size_t out = 0;
+  for (size_t i = 0, run = 0; i < n; ++i) {
+    run = i > 0 && packed_[i] == packed_[i - 1] ? run + 1 : 0;
+    if (run >= size_t(per_cell)) continue;
+    packed_[out] = packed_[i];
+    item_[out++] = item_[i];
+  }
+  packed_.resize(out);
+  item_.resize(out);
+}
+
+uint64_t SortedGrid::Pack(const int32_t k[3]) const {
+  return uint64_t(int64_t(k[0]) - lo_[0]) << (bits_[1] + bits_[2]) |
+         uint64_t(int64_t(k[1]) - lo_[1]) << bits_[2] | uint64_t(int64_t(k[2]) - lo_[2]);
+}
+
+SortedGrid::Queries SortedGrid::Sort(const std::vector<int32_t>& keys,
+                                     const std::vector<uint8_t>& valid) const {
+  Queries q;
+  if (packed_.empty()) return q;
+  for (size_t i = 0; i < valid.size(); ++i) {
+    const int32_t* k = &keys[3 * i];
+    bool near = valid[i] != 0;
+    for (int a = 0; a < 3 && near; ++a) near = k[a] >= lo_[a] + nb_ && k[a] <= hi_[a] - nb_;
+    if (!near) continue;
+    q.packed.push_back(Pack(k));
+    q.index.push_back(uint32_t(i));
+  }
+  RadixSort(bits_[0] + bits_[1] + bits_[2], &q.packed, &q.index);
+  return q;
+}
+
+SortedGrid::Pass::Pass(const SortedGrid& grid)
+    : g_(grid), cursor_(size_t(2 * grid.nb_ + 1) * size_t(2 * grid.nb_ + 1), 0) {}
+
+void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
+  const int nb = g_.nb_;
+  const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
+  const int64_t step_y = int64_t(1) << g_.bits_[2];
+  size_t* c = cursor_.data();
+  for (int dx = -nb; dx <= nb; ++dx) {
+    // Column y + 1 starts at or after the end of column y: its cursor starts from the later of
+    // the two, so a query far from the last one gallops once per dx, not once per column.
+    size_t e = 0;
+    for (int dy = -nb; dy <= nb; ++dy, ++c) {
+      const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
+      *c = Advance(g_.packed_, std::max(*c, e), first);
+      for (e = *c; e < g_.packed_.size() && g_.packed_[e] <= first + 2 * uint64_t(nb); ++e) {
+        out->push_back(int32_t(g_.item_[e]));
+      }
+    }
+  }
+}
+
+}  // namespace dv::codec

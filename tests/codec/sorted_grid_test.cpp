@@ -1,0 +1,87 @@
+// SortedGrid against the loop it replaces: for each query voxel, the items of the voxels around
+// it in (dx, dy, dz) order, item order within a voxel, at most per_cell per voxel.
+#include "sorted_grid.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+namespace dv::codec {
+namespace {
+
+using Key = std::tuple<int32_t, int32_t, int32_t>;
+
+TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
+  std::mt19937 rng(7);
+  for (int nb : {1, 2}) {
+    for (int per_cell : {0, 2}) {
+      // A small box, so that voxels hold several items and neighbourhoods overlap; negative keys
+      // and an axis with a single value exercise the packing's edges.
+      std::uniform_int_distribution<int32_t> x(-40, -20), y(5, 30), z(3, 3), qx(-45, -15),
+          qy(0, 35), qz(-2, 8);
+      std::vector<int32_t> items;
+      std::map<Key, std::vector<int32_t>> cells;  // in item order
+      for (int32_t i = 0; i < 3000; ++i) {
+        const Key k{x(rng), y(rng), i % 7 == 0 ? z(rng) + 1 : z(rng)};
+        items.insert(items.end(), {std::get<0>(k), std::get<1>(k), std::get<2>(k)});
+        std::vector<int32_t>& c = cells[k];
+        if (per_cell == 0 || c.size() < size_t(per_cell)) c.push_back(i);
+      }
+      const SortedGrid grid(items, nb, per_cell);
+      std::vector<int32_t> queries;
+      std::vector<uint8_t> valid;
+      for (int i = 0; i < 4000; ++i) {
+        queries.insert(queries.end(), {qx(rng), qy(rng), qz(rng)});
+        valid.push_back(i % 5 != 0);
+      }
+      const SortedGrid::Queries sorted = grid.Sort(queries, valid);
+      SortedGrid::Pass pass(grid);
+      std::vector<uint8_t> listed(valid.size(), 0);
+      size_t nonempty = 0;
+      for (size_t m = 0; m < sorted.index.size(); ++m) {
+        const uint32_t i = sorted.index[m];
+        ASSERT_TRUE(valid[i]);
+        if (m > 0) {
+          ASSERT_LE(sorted.packed[m - 1], sorted.packed[m]);
+        }
+        listed[i] = 1;
+        std::vector<int32_t> got, want;
+        pass.Gather(sorted.packed[m], &got);
+        for (int dx = -nb; dx <= nb; ++dx) {
+          for (int dy = -nb; dy <= nb; ++dy) {
+            for (int dz = -nb; dz <= nb; ++dz) {
+              const auto it = cells.find(
+                  {queries[3 * i] + dx, queries[3 * i + 1] + dy, queries[3 * i + 2] + dz});
+              if (it != cells.end()) want.insert(want.end(), it->second.begin(), it->second.end());
+            }
+          }
+        }
+        ASSERT_EQ(got, want) << "query " << i << " nb " << nb << " per_cell " << per_cell;
+        nonempty += !want.empty();
+      }
+      EXPECT_GT(nonempty, 400u);
+      // A query left out is invalid or has no item within nb voxels per axis.
+      for (size_t i = 0; i < valid.size(); ++i) {
+        if (listed[i] || !valid[i]) continue;
+        for (const auto& [k, c] : cells) {
+          const bool near = std::abs(std::get<0>(k) - queries[3 * i]) <= nb &&
+                            std::abs(std::get<1>(k) - queries[3 * i + 1]) <= nb &&
+                            std::abs(std::get<2>(k) - queries[3 * i + 2]) <= nb;
+          ASSERT_FALSE(near) << "query " << i << " was left out";
+        }
+      }
+    }
+  }
+}
+
+TEST(SortedGrid, NoItemsListsNoQueries) {
+  const SortedGrid grid({}, 1, 0);
+  EXPECT_TRUE(grid.Sort({1, 2, 3}, {1}).index.empty());
+}
+
+}  // namespace
+}  // namespace dv::codec
