@@ -14,6 +14,7 @@
 #include "map_coder.h"
 #include "octree_coder.h"
 #include "registration.h"
+#include "sorted_grid.h"
 
 namespace dv::codec {
 namespace {
@@ -287,53 +288,45 @@ Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vecto
 
 // The gap test: near[i] = 1 when a candidate representative lies within bound_m of pts[i]. Only
 // unexplained points come here, and it needs a yes or no, not every such candidate: a point stops
-// at its first hit, tries the previous point's hit first (points come in scan order, so a ring
-// in a gap often leans on one map voxel), and skips voxels whose box is farther than bound_m
-// plus a float margin. Deterministic on the CPU for either backend: it decides the bitstream.
+// at its first hit and tries the previous point's hit first (points come in voxel order, so
+// neighbours often lean on one map voxel). Deterministic on the CPU for either backend: it
+// decides the bitstream.
 std::vector<uint8_t> NearCandidates(const std::vector<Eigen::Vector3f>& pts,
                                     const kernels::Rigid& T_map_sensor, const Candidates& cand,
                                     double bound_m) {
-  const kernels::HashView hash = cand.index.view();
   const float* sensor = cand.sensor.empty() ? nullptr : cand.sensor[0].data();
-  const double res = cand.resolution_m, bound2 = bound_m * bound_m;
-  const double reach2 = (bound_m + 1e-3) * (bound_m + 1e-3);
-  const int nb = int(std::ceil(bound_m / res));
-  std::vector<uint8_t> near(pts.size(), 0);
-  int32_t last_hit = -1;
+  const double bound2 = bound_m * bound_m;
+  const int nb = int(std::ceil(bound_m / cand.resolution_m));
+  std::vector<int32_t> keys(3 * pts.size());
+  std::vector<uint8_t> fits(pts.size());
   for (size_t i = 0; i < pts.size(); ++i) {
+    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+    fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, cand.resolution_m, nb, &keys[3 * i]);
+  }
+  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
+  const SortedGrid::Queries q = grid.Sort(keys, fits);
+  SortedGrid::Pass pass(grid);
+  std::vector<uint8_t> near(pts.size(), 0);
+  std::vector<int32_t> around;
+  int32_t last_hit = -1;
+  size_t gathered = SIZE_MAX;  // the query whose neighbourhood `around` holds
+  for (size_t m = 0; m < q.index.size(); ++m) {
+    const uint32_t i = q.index[m];
     const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
     if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
       near[i] = 1;
       continue;
     }
-    double q[3];
-    kernels::Transform(T_map_sensor, p, q);
-    int32_t k[3];
-    kernels::KeyOf(q, res, k);
-    if (!kernels::KeyFits(k, nb)) continue;
-    double off[3];  // q's offset inside its voxel
-    for (int a = 0; a < 3; ++a) off[a] = q[a] - double(k[a]) * res;
-    // Squared distance along one axis from q to the voxel d steps away.
-    auto gap2 = [&](int a, int d) {
-      const double g = d > 0 ? d * res - off[a] : (d < 0 ? off[a] - (d + 1) * res : 0.0);
-      return g * g;
-    };
-    for (int dx = -nb; dx <= nb && !near[i]; ++dx) {
-      const double gx = gap2(0, dx);
-      if (gx > reach2) continue;
-      for (int dy = -nb; dy <= nb && !near[i]; ++dy) {
-        const double gxy = gx + gap2(1, dy);
-        if (gxy > reach2) continue;
-        for (int dz = -nb; dz <= nb; ++dz) {
-          if (gxy + gap2(2, dz) > reach2) continue;
-          const int32_t j =
-              kernels::HashFind(hash, kernels::PackKey(k[0] + dx, k[1] + dy, k[2] + dz));
-          if (j >= 0 && kernels::Explains(sensor, j, p, bound2)) {
-            near[i] = 1;
-            last_hit = j;
-            break;
-          }
-        }
+    if (gathered == SIZE_MAX || q.packed[gathered] != q.packed[m]) {
+      around.clear();
+      pass.Gather(q.packed[m], &around);
+      gathered = m;
+    }
+    for (int32_t j : around) {
+      if (kernels::Explains(sensor, j, p, bound2)) {
+        near[i] = 1;
+        last_hit = j;
+        break;
       }
     }
   }
@@ -424,8 +417,8 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const Eigen::Matrix3d R = h.pose.R();
   const Eigen::Vector3d t = h.pose.translation();
   Candidates cand;
-  DV_RETURN_IF_ERROR(DeriveCandidates(map, R, t, radius_m, &cand,
-                                      kCandidateIndex | kCandidateProjection, params.backend));
+  DV_RETURN_IF_ERROR(
+      DeriveCandidates(map, R, t, radius_m, &cand, hashed | kCandidateProjection, params.backend));
   rep->candidates = cand.voxels.size();
 
   // A point is explained when a candidate's decoded representative is within the tolerance. Its

@@ -62,6 +62,14 @@ kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t) {
   return T;
 }
 
+std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels) {
+  std::vector<int32_t> keys(3 * voxels.size());
+  for (size_t j = 0; j < voxels.size(); ++j) {
+    std::copy(voxels[j].key.data(), voxels[j].key.data() + 3, &keys[3 * j]);
+  }
+  return keys;
+}
+
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const std::vector<maps::MapVoxel>& voxels,
                       const VoxelHash& index, const std::vector<Eigen::Vector3f>& candidate_sensor,
@@ -86,11 +94,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
     fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
   }
   // Sorted, not hashed (sorted_grid.h): each distinct voxel's neighbourhood is gathered once.
-  std::vector<int32_t> cand_keys(3 * voxels.size());
-  for (size_t j = 0; j < voxels.size(); ++j) {
-    std::copy(voxels[j].key.data(), voxels[j].key.data() + 3, &cand_keys[3 * j]);
-  }
-  const SortedGrid grid(cand_keys, nb, 0);
+  const SortedGrid grid(VoxelKeys(voxels), nb, 0);
   const SortedGrid::Queries q = grid.Sort(keys, fits);
   SortedGrid::Pass pass(grid);
   std::vector<int32_t> near;
@@ -162,11 +166,8 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
   s->coarse_voxel_m_ = coarse_voxel_m;
   s->per_cell_ = coarse_per_cell;
   if (backend == Backend::kCpu) {
+    s->fine_grid_ = std::make_unique<SortedGrid>(VoxelKeys(fine_voxels), 1, 0);
     std::vector<int32_t> keys(3 * map_pts.size());
-    for (size_t i = 0; i < fine_voxels.size(); ++i) {
-      std::copy(fine_voxels[i].key.data(), fine_voxels[i].key.data() + 3, &keys[3 * i]);
-    }
-    s->fine_grid_ = std::make_unique<SortedGrid>(keys, 1, 0);
     for (size_t i = 0; i < map_pts.size(); ++i) {
       const maps::VoxelKey k = maps::KeyOf(map_pts[i], coarse_voxel_m);
       std::copy(k.data(), k.data() + 3, &keys[3 * i]);

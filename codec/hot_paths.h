@@ -20,6 +20,9 @@ namespace dv::codec {
 
 kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t);
 
+// x, y, z of each voxel's key, for a SortedGrid.
+std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels);
+
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
 // some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
 // its representative candidate_sensor[j] within sqrt(bound2) of p. Of those, the nearest (the
