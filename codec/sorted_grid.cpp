@@ -32,18 +32,19 @@ void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t
   }
 }
 
-// The first position at or after c whose value is >= target, in a sorted array: a galloping
-// search, so a cursor that moves a little costs a little and one that jumps costs a logarithm.
-size_t Advance(const std::vector<uint64_t>& a, size_t c, uint64_t target) {
-  const size_t n = a.size();
-  if (c >= n || a[c] >= target) return c;
+// The first position at or after c whose value is >= target, in a sorted array that ends with a
+// value no target reaches: a few steps forward first (most moves are short), then a galloping
+// search, so a cursor that jumps costs a logarithm.
+size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
+  for (int k = 0; k < 4; ++k, ++c) {
+    if (a[c] >= target) return c;
+  }
   size_t step = 1;
   while (c + step < n && a[c + step] < target) {
     c += step;
     step <<= 1;
   }
-  const auto end = a.begin() + long(std::min(c + step, n));
-  return size_t(std::lower_bound(a.begin() + long(c) + 1, end, target) - a.begin());
+  return size_t(std::lower_bound(a + c, a + std::min(c + step, n), target) - a);
 }
 
 }  // namespace
@@ -71,9 +72,12 @@ SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int nb, int per_cell) :
     item_[i] = uint32_t(i);
   }
   RadixSort(bits_[0] + bits_[1] + bits_[2], &packed_, &item_);
+  // A sentinel above every packed key (they have at most 63 bits) ends every scan.
+  packed_.push_back(UINT64_MAX);
+  item_.push_back(0);
   if (per_cell <= 0) return;
   size_t out = 0;
-  for (size_t i = 0, run = 0; i < n; ++i) {
+  for (size_t i = 0, run = 0; i <= n; ++i) {
     run = i > 0 && packed_[i] == packed_[i - 1] ? run + 1 : 0;
     if (run >= size_t(per_cell)) continue;
     packed_[out] = packed_[i];
@@ -111,6 +115,8 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
   const int nb = g_.nb_;
   const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
   const int64_t step_y = int64_t(1) << g_.bits_[2];
+  const uint64_t* keys = g_.packed_.data();
+  const size_t n = g_.packed_.size();
   size_t* c = cursor_.data();
   for (int dx = -nb; dx <= nb; ++dx) {
     // Column y + 1 starts at or after the end of column y: its cursor starts from the later of
@@ -118,10 +124,8 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
     size_t e = 0;
     for (int dy = -nb; dy <= nb; ++dy, ++c) {
       const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
-      *c = Advance(g_.packed_, std::max(*c, e), first);
-      for (e = *c; e < g_.packed_.size() && g_.packed_[e] <= first + 2 * uint64_t(nb); ++e) {
-        out->push_back(int32_t(g_.item_[e]));
-      }
+      *c = Advance(keys, n, std::max(*c, e), first);
+      for (e = *c; keys[e] <= first + 2 * uint64_t(nb); ++e) out->push_back(int32_t(g_.item_[e]));
     }
   }
 }
