@@ -171,14 +171,15 @@ std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
     if ((k.x() & kLow) == 0) {
       out[0] = below(k, 0, p - kStepX);
     } else {
-      while (cx < i && packed[cx] < p - kStepX) ++cx;
-      out[0] = cx < i && packed[cx] == p - kStepX ? int32_t(cx) : -1;
+      // packed[i] = p ends this scan and the next: no bound check needed.
+      while (packed[cx] < p - kStepX) ++cx;
+      out[0] = packed[cx] == p - kStepX ? int32_t(cx) : -1;
     }
     if ((k.y() & kLow) == 0) {
       out[1] = below(k, 1, p - kStepY);
     } else {
-      while (cy < i && packed[cy] < p - kStepY) ++cy;
-      out[1] = cy < i && packed[cy] == p - kStepY ? int32_t(cy) : -1;
+      while (packed[cy] < p - kStepY) ++cy;
+      out[1] = packed[cy] == p - kStepY ? int32_t(cy) : -1;
     }
     if ((k.z() & kLow) == 0) {
       out[2] = below(k, 2, p - 1);
