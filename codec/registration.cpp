@@ -11,15 +11,15 @@ namespace dv::codec {
 namespace {
 
 // The coarse stage pulls the prior in from metres: correspondences up to kCoarseStartM away,
-// shrinking by 0.75 an iteration to 0.3 m, in a hash of kCoarseVoxelM cells holding at most
-// kCoarsePerCell map points each. Its reach decides which localisation errors are corrected: with
-// the former 1 m reach and 0.5 m cells, 17 of 30 KITTI frames kept more than 0.1 m of error at
-// twice the protocol's prior noise (0.3 m per horizontal axis, 1 degree of yaw), none do now;
-// at three times, 1 of 30 (25 before). A sparser source (one point per kSourceVoxelM and
-// kFineSourceVoxelM cell) with more fine iterations converges closer and costs less: 0 of 30
-// frames above 0.1 m at the protocol's noise (3 before) and 4-8% more ratio on sequence 00
-// at T = 0.1 (codec_eval, seeds 1-3, BENCHMARK.md).
-constexpr double kSourceVoxelM = 2.5;      // frame subsample of the coarse stage
+// shrinking by 0.75 an iteration to 0.3 m, among at most kCoarsePerCell map points per cell of
+// kCoarseVoxelM. Its reach decides which localisation errors are corrected: with the former 1 m
+// reach and 0.5 m cells, 17 of 30 KITTI frames kept more than 0.1 m of error at twice the
+// protocol's prior noise (0.3 m per horizontal axis, 1 degree of yaw), none do now; at three
+// times, 2 of 30 (25 before). A sparser source (one point per kSourceVoxelM and kFineSourceVoxelM
+// cell) with more fine iterations converges closer and costs less: 0 of 30 frames above 0.1 m at
+// the protocol's noise (3 before) and 4-8% more ratio on sequence 00 at T = 0.1 (codec_eval,
+// seeds 1-3, BENCHMARK.md).
+constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kCoarseVoxelM = 3.0;
 constexpr int kCoarsePerCell = 16;
@@ -72,7 +72,7 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
     map_pts[i] = maps::Representative(c.voxels[i], c.resolution_m);
   }
   const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM, 800);
-  const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM, 1500);
+  const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM, 1000);
   // The coarse stage's correspondences: at most kCoarsePerCell map points per kCoarseVoxelM
   // cell; the fine stage's are the candidates' own voxels.
   DV_ASSIGN_OR_RETURN(const std::unique_ptr<CorrespondenceSearch> search,
