@@ -303,33 +303,23 @@ std::vector<uint8_t> NearCandidates(const std::vector<Eigen::Vector3f>& pts,
     const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
     fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, cand.resolution_m, nb, &keys[3 * i]);
   }
-  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
-  const SortedGrid::Queries q = grid.Sort(keys, fits);
-  SortedGrid::Pass pass(grid);
   std::vector<uint8_t> near(pts.size(), 0);
-  std::vector<int32_t> around;
   int32_t last_hit = -1;
-  size_t gathered = SIZE_MAX;  // the query whose neighbourhood `around` holds
-  for (size_t m = 0; m < q.index.size(); ++m) {
-    const uint32_t i = q.index[m];
-    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-    if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
-      near[i] = 1;
-      continue;
-    }
-    if (gathered == SIZE_MAX || q.packed[gathered] != q.packed[m]) {
-      around.clear();
-      pass.Gather(q.packed[m], &around);
-      gathered = m;
-    }
-    for (int32_t j : around) {
-      if (kernels::Explains(sensor, j, p, bound2)) {
-        near[i] = 1;
-        last_hit = j;
-        break;
-      }
-    }
-  }
+  SortedGrid(VoxelKeys(cand.voxels), nb, 0)
+      .ForEachQuery(keys, fits, [&](uint32_t i, const std::vector<int32_t>& around) {
+        const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+        if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
+          near[i] = 1;
+          return;
+        }
+        for (int32_t j : around) {
+          if (kernels::Explains(sensor, j, p, bound2)) {
+            near[i] = 1;
+            last_hit = j;
+            return;
+          }
+        }
+      });
   return near;
 }
 

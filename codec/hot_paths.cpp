@@ -1,12 +1,9 @@
 #include "hot_paths.h"
-#include "sorted_grid.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #ifdef DEJAVIEW_HAVE_CUDA
 #include "cuda/cuda_hot_paths.h"
@@ -94,24 +91,16 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
     fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
   }
   // Sorted, not hashed (sorted_grid.h): each distinct voxel's neighbourhood is gathered once.
-  const SortedGrid grid(VoxelKeys(voxels), nb, 0);
-  const SortedGrid::Queries q = grid.Sort(keys, fits);
-  SortedGrid::Pass pass(grid);
-  std::vector<int32_t> near;
-  for (size_t m = 0; m < q.index.size(); ++m) {
-    const uint32_t i = q.index[m];
-    if (m == 0 || q.packed[m] != q.packed[m - 1]) {
-      near.clear();
-      pass.Gather(q.packed[m], &near);
-    }
-    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-    int32_t best = -1;
-    double best_d2 = bound2;
-    kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2, selected->data(),
-                        &best, &best_d2);
-    if (best >= 0) (*selected)[size_t(best)] = 1;
-    (*explained)[i] = best >= 0;
-  }
+  SortedGrid(VoxelKeys(voxels), nb, 0)
+      .ForEachQuery(keys, fits, [&](uint32_t i, const std::vector<int32_t>& near) {
+        const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+        int32_t best = -1;
+        double best_d2 = bound2;
+        kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2, selected->data(),
+                            &best, &best_d2);
+        if (best >= 0) (*selected)[size_t(best)] = 1;
+        (*explained)[i] = best >= 0;
+      });
   return Status::Ok();
 }
 
@@ -230,16 +219,9 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
     if (ok) kernels::KeyOf(p, voxel_m, &keys[3 * i]);
     valid[i] = ok;
   }
-  const SortedGrid::Queries q = grid.Sort(keys, valid);
-  SortedGrid::Pass pass(grid);
-  std::vector<int32_t> near;
   const double* map = map_pts_->empty() ? nullptr : (*map_pts_)[0].data();
-  for (size_t m = 0; m < q.index.size(); ++m) {
-    if (m == 0 || q.packed[m] != q.packed[m - 1]) {
-      near.clear();
-      pass.Gather(q.packed[m], &near);
-    }
-    const double* p = &moved[3 * size_t(q.index[m])];
+  grid.ForEachQuery(keys, valid, [&](uint32_t i, const std::vector<int32_t>& near) {
+    const double* p = &moved[3 * size_t(i)];
     double b = max_d2;
     int32_t bi = -1;
     for (int32_t j : near) {
@@ -249,8 +231,8 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
         bi = j;
       }
     }
-    (*best)[q.index[m]] = bi;
-  }
+    (*best)[i] = bi;
+  });
   return Status::Ok();
 }
 

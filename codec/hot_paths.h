@@ -27,7 +27,8 @@ std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels);
 // some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
 // its representative candidate_sensor[j] within sqrt(bound2) of p. Of those, the nearest (the
 // first in (dx, dy, dz) order among equals) and every one within sqrt(select2) <= sqrt(bound2)
-// get selected[j] = 1 (selected is sized to the candidates and cleared first).
+// get selected[j] = 1 (selected is sized to the candidates and cleared first). The CPU finds the
+// candidates around a point from their voxels' keys, the CUDA backend from their hash, `index`.
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const std::vector<maps::MapVoxel>& voxels,
                       const VoxelHash& index, const std::vector<Eigen::Vector3f>& candidate_sensor,

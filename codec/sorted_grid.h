@@ -27,6 +27,23 @@ class SortedGrid {
   };
   Queries Sort(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid) const;
 
+  // Calls visit(i, items) for each query that Sort lists, in key order, with the items around its
+  // voxel (gathered once per distinct voxel).
+  template <typename Visit>
+  void ForEachQuery(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid,
+                    Visit&& visit) const {
+    const Queries q = Sort(keys, valid);
+    Pass pass(*this);
+    std::vector<int32_t> items;
+    for (size_t m = 0; m < q.index.size(); ++m) {
+      if (m == 0 || q.packed[m] != q.packed[m - 1]) {
+        items.clear();
+        pass.Gather(q.packed[m], &items);
+      }
+      visit(q.index[m], items);
+    }
+  }
+
   // One pass over sorted queries.
   class Pass {
    public:
