@@ -47,8 +47,10 @@ void Unmorton(uint64_t m, uint32_t* x, uint32_t* y, uint32_t* z) {
 uint64_t ZigZag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
 int64_t UnZigZag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
 
-// Occupied face neighbours of a node at a level (bit 2a: -axis a, bit 2a+1: +axis a), looked up
-// in a hash of the level's nodes (a Morton code has 63 bits, so never VoxelHash's empty key).
+// Occupied face neighbours of a node at a level (bit 2a: -axis a, bit 2a+1: +axis a). Along each
+// axis one of the two is a sibling, read from the parent's occupancy; the other lies in the next
+// parent along the axis and is looked up in a hash of the level's nodes (a Morton code has 63
+// bits, so never VoxelHash's empty key). Half the look-ups, the same flags.
 class LevelNeighbours {
  public:
   explicit LevelNeighbours(const std::vector<uint64_t>& level) : hash_(level.size()) {
@@ -56,17 +58,30 @@ class LevelNeighbours {
   }
   // The neighbours' codes by dilated-integer arithmetic on the axis' bits of the code (a carry
   // or borrow crosses the other axes' bits, set to 1 or 0 for it), not by decoding and encoding.
-  int Flags(uint64_t node, int d) const {
+  // parent_occupancy: the child bits of the node's parent (unused for the root, d = 0, which has
+  // no neighbours).
+  int Flags(uint64_t node, int d, int parent_occupancy) const {
+    if (d == 0) return 0;
     constexpr uint64_t kAxis[3] = {0x4924924924924924ull, 0x2492492492492492ull,
                                    0x1249249249249249ull};  // x, y, z bits of a Morton code
     const uint64_t level = d >= kMaxDepth ? ~uint64_t(0) : (uint64_t(1) << (3 * d)) - 1;
+    const int child = int(node & 7);
     int flags = 0;
     for (int a = 0; a < 3; ++a) {
+      const int axis_bit = 4 >> a;  // the axis' bit in a child index
+      const int sibling = (parent_occupancy >> (child ^ axis_bit)) & 1;
       const uint64_t m = kAxis[a], own = node & m, rest = node & ~m;
-      if (own != 0 && hash_.Find(((own - 1) & m) | rest) >= 0) flags |= 1 << (2 * a);
-      // 0 when the coordinate was all ones at the deepest level (the sum wrapped).
-      const uint64_t up = ((own | ~m) + 1) & m;
-      if (up != 0 && (up & ~level) == 0 && hash_.Find(up | rest) >= 0) flags |= 1 << (2 * a + 1);
+      if (child & axis_bit) {
+        flags |= sibling << (2 * a);
+        // 0 when the coordinate was all ones at the deepest level (the sum wrapped).
+        const uint64_t up = ((own | ~m) + 1) & m;
+        if (up != 0 && (up & ~level) == 0 && hash_.Find(up | rest) >= 0) {
+          flags |= 1 << (2 * a + 1);
+        }
+      } else {
+        if (own != 0 && hash_.Find(((own - 1) & m) | rest) >= 0) flags |= 1 << (2 * a);
+        flags |= sibling << (2 * a + 1);
+      }
     }
     return flags;
   }
@@ -160,18 +175,25 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
   for (int a = 0; a < 3; ++a) head.Varint(ZigZag(lo[a]));
   RangeEncoder rc(adaptation);
   OccupancyContexts ctx;
+  // Per node of the level being coded, its parent's occupancy.
+  std::vector<uint8_t> parent_occupancy = {0}, child_parent_occupancy;
   for (int d = 0; d < depth; ++d) {
     const std::vector<uint64_t>& parents = levels[d];
     const std::vector<uint64_t>& children = levels[d + 1];
     size_t c = 0;
     const LevelNeighbours neighbours(parents);
-    for (uint64_t parent : parents) {
+    child_parent_occupancy.clear();
+    for (size_t k = 0; k < parents.size(); ++k) {
+      const uint64_t parent = parents[k];
       int occupancy = 0;
+      const size_t first_child = c;
       while (c < children.size() && (children[c] >> 3) == parent) {
         occupancy |= 1 << (children[c] & 7);
         ++c;
       }
-      const int flags = neighbours.Flags(parent, d);
+      child_parent_occupancy.insert(child_parent_occupancy.end(), c - first_child,
+                                    uint8_t(occupancy));
+      const int flags = neighbours.Flags(parent, d, parent_occupancy[k]);
       int siblings = 0;
       for (int child = 0; child < 8; ++child) {
         const int bit = (occupancy >> child) & 1;
@@ -180,6 +202,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
         siblings += bit;
       }
     }
+    parent_occupancy.swap(child_parent_occupancy);
   }
   *geometry = head.Take();
   const std::vector<uint8_t> stream = rc.Finish();
@@ -233,23 +256,31 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
   RangeDecoder rc(r.position(), r.remaining(), adaptation);
   OccupancyContexts ctx;
   std::vector<uint64_t> level = {0}, next;
+  // Per node of `level`, its parent's occupancy; per node of `next`, likewise.
+  std::vector<uint8_t> parent_occupancy = {0}, next_parent_occupancy;
   for (int d = 0; d < depth; ++d) {
     next.clear();
+    next_parent_occupancy.clear();
     const LevelNeighbours neighbours(level);
-    for (uint64_t parent : level) {
-      const int flags = neighbours.Flags(parent, d);
-      int siblings = 0;
+    for (size_t k = 0; k < level.size(); ++k) {
+      const uint64_t parent = level[k];
+      const int flags = neighbours.Flags(parent, d, parent_occupancy[k]);
+      int siblings = 0, occupancy = 0;
       for (int child = 0; child < 8; ++child) {
         const int bit = (child == 7 && siblings == 0)
                             ? 1
                             : rc.Decode(ctx.Get(d, depth, child, flags, siblings));
         if (bit) next.push_back(parent << 3 | uint64_t(child));
+        occupancy |= bit << child;
         siblings += bit;
       }
+      next_parent_occupancy.insert(next_parent_occupancy.end(), size_t(siblings),
+                                   uint8_t(occupancy));
       if (next.size() > max_cells) return Status::Corruption("octree: more cells than allowed");
     }
     if (rc.overrun() > 0) return Status::Corruption("octree: truncated occupancy stream");
     level.swap(next);
+    parent_occupancy.swap(next_parent_occupancy);
   }
   if (rc.overrun() > 0) return Status::Corruption("octree: truncated occupancy stream");
   cells->centres.reserve(level.size());
