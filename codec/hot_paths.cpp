@@ -69,9 +69,10 @@ std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels) {
 
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const std::vector<maps::MapVoxel>& voxels,
-                      const VoxelHash& index, const std::vector<Eigen::Vector3f>& candidate_sensor,
-                      double voxel_m, int nb, double bound2, double select2,
-                      std::vector<uint8_t>* explained, std::vector<uint8_t>* selected) {
+                      [[maybe_unused]] const VoxelHash& index,
+                      const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
+                      double bound2, double select2, std::vector<uint8_t>* explained,
+                      std::vector<uint8_t>* selected) {
   explained->assign(pts.size(), 0);
   selected->assign(candidate_sensor.size(), 0);
   if (backend == Backend::kCuda) {

@@ -101,13 +101,12 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   const std::vector<double>& range = proj.range;
   const std::vector<int32_t>& cell = proj.cell;
   const std::vector<double>& nearest = proj.nearest;
+  // Buckets as sums of comparisons, not chains of branches that mispredict on scattered voxels.
   for (size_t i = 0; i < count; ++i) {
-    int vis = 0;
-    if (cell[i] >= 0) {
-      const double behind = range[i] - nearest[size_t(cell[i])];
-      vis = behind <= res ? 3 : (behind <= 3 * res ? 2 : 1);
-    }
-    const int rb = range[i] < 10 ? 0 : (range[i] < 20 ? 1 : (range[i] < 40 ? 2 : 3));
+    const int32_t c = cell[i];
+    const double behind = range[i] - nearest[size_t(c >= 0 ? c : 0)];
+    const int vis = c >= 0 ? 1 + (behind <= 3 * res) + (behind <= res) : 0;
+    const int rb = (range[i] >= 10) + (range[i] >= 20) + (range[i] >= 40);
     const maps::MapVoxel& v = out->voxels[i];
     const int pb = v.seen_through > 0 ? 0 : std::min<int>(v.hits, 3);
     out->context[i] = uint8_t((vis * kRangeStates + rb) * kPersistStates + pb);
