@@ -14,7 +14,6 @@
 #include "map_coder.h"
 #include "octree_coder.h"
 #include "registration.h"
-#include "sorted_grid.h"
 
 namespace dv::codec {
 namespace {
@@ -297,16 +296,11 @@ std::vector<uint8_t> NearCandidates(const std::vector<Eigen::Vector3f>& pts,
   const float* sensor = cand.sensor.empty() ? nullptr : cand.sensor[0].data();
   const double bound2 = bound_m * bound_m;
   const int nb = int(std::ceil(bound_m / cand.resolution_m));
-  std::vector<int32_t> keys(3 * pts.size());
-  std::vector<uint8_t> fits(pts.size());
-  for (size_t i = 0; i < pts.size(); ++i) {
-    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-    fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, cand.resolution_m, nb, &keys[3 * i]);
-  }
   std::vector<uint8_t> near(pts.size(), 0);
   int32_t last_hit = -1;
-  SortedGrid(VoxelKeys(cand.voxels), nb, 0)
-      .ForEachQuery(keys, fits, [&](uint32_t i, const std::vector<int32_t>& around) {
+  ForEachPointNeighbourhood(
+      pts, T_map_sensor, cand.voxels, cand.resolution_m, nb,
+      [&](uint32_t i, const std::vector<int32_t>& around) {
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
           near[i] = 1;

@@ -85,15 +85,8 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
 #endif
   }
   const float* sensor = Floats(candidate_sensor);
-  std::vector<int32_t> keys(3 * pts.size());
-  std::vector<uint8_t> fits(pts.size());
-  for (size_t i = 0; i < pts.size(); ++i) {
-    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-    fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
-  }
-  // Sorted, not hashed (sorted_grid.h): each distinct voxel's neighbourhood is gathered once.
-  SortedGrid(VoxelKeys(voxels), nb, 0)
-      .ForEachQuery(keys, fits, [&](uint32_t i, const std::vector<int32_t>& near) {
+  ForEachPointNeighbourhood(
+      pts, T_map_sensor, voxels, voxel_m, nb, [&](uint32_t i, const std::vector<int32_t>& near) {
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         int32_t best = -1;
         double best_d2 = bound2;

@@ -23,6 +23,24 @@ kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t);
 // x, y, z of each voxel's key, for a SortedGrid.
 std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels);
 
+// The CPU's look-up around frame points: visit(i, near) for each point pts[i] (sensor frame) with
+// the indices of the voxels within nb voxels per axis of T_map_sensor pts[i]'s voxel, in
+// (dx, dy, dz) order; points whose neighbourhood holds no voxel, or leaves the key range, are
+// skipped. Sorted, not hashed (sorted_grid.h): each distinct voxel is gathered once.
+template <typename Visit>
+void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
+                               const kernels::Rigid& T_map_sensor,
+                               const std::vector<maps::MapVoxel>& voxels, double voxel_m, int nb,
+                               Visit&& visit) {
+  std::vector<int32_t> keys(3 * pts.size());
+  std::vector<uint8_t> fits(pts.size());
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+    fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
+  }
+  SortedGrid(VoxelKeys(voxels), nb, 0).ForEachQuery(keys, fits, visit);
+}
+
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
 // some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
 // its representative candidate_sensor[j] within sqrt(bound2) of p. Of those, the nearest (the
