@@ -62,7 +62,8 @@ void ServerMetrics::Update(const IngestStats& s, const store::StoreMetrics& m,
         .Set(double(t.queue_depth));
     registry_->GetGauge("dejaview_store_tier_inflight", "reads in flight", tier)
         .Set(double(t.inflight));
-    registry_->GetGauge("dejaview_store_tier_read_bandwidth_mbps", "EWMA of delivered MB/s", tier)
+    registry_
+        ->GetGauge("dejaview_store_tier_read_bandwidth_mbps", "estimated aggregate read MB/s", tier)
         .Set(t.read_bandwidth_mbps);
     registry_->GetCounter("dejaview_store_tier_hits_total", "objects read from the tier", tier)
         .Inc(double(t.hits - last.hits));

@@ -5,12 +5,21 @@
 //      from local disk alone, and multi-path from both at once.
 // Prints a markdown table. Usage:
 //   dejaview_store_bench [--puts N] [--put-kib K] [--reads N] [--read-mib M] [--dir DIR]
-//                        [--chunk-kib K] [--verify]
+//                        [--chunk-kib K] [--verify] [--disk-read-mbps R]
+// --disk-read-mbps has the kernel throttle this process's reads from the block device under DIR
+// to R MB/s during the read phase (a cgroup v1 blkio group; root), to measure the reader against
+// a local disk slower than this VM's, e.g. a SATA SSD's 500 MB/s. s3rver, a separate process,
+// is not throttled: a remote object store does not share the local disk.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +41,58 @@ struct Args {
   std::string dir = (std::filesystem::temp_directory_path() / "dejaview-store-bench").string();
   bool verify = false;
   uint64_t chunk_kib = 1024;
+  double disk_read_mbps = 0;  // 0: no throttle
+};
+
+// Throttles this process's reads from the disk that holds dir while it lives: a cgroup v1 blkio
+// group with blkio.throttle.read_bps_device (O_DIRECT reads are throttled by the block layer; on a
+// cgroup v2 host run the bench under `systemd-run -p IOReadBandwidthMax=...` instead).
+class DiskReadThrottle {
+ public:
+  static StatusOr<std::unique_ptr<DiskReadThrottle>> Start(const std::string& dir, double mbps) {
+    const std::string root = "/sys/fs/cgroup/blkio";
+    if (!std::filesystem::exists(root + "/cgroup.procs")) {
+      return Status::Unavailable("--disk-read-mbps: no cgroup v1 blkio hierarchy at " + root);
+    }
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return Status::IoError("--disk-read-mbps: stat " + dir);
+    // The throttle applies to whole disks: a partition names its parent's device numbers.
+    std::string dev = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+    const std::string sys = "/sys/dev/block/" + dev;
+    if (std::filesystem::exists(sys + "/partition")) {
+      std::ifstream parent(sys + "/../dev");
+      if (!(parent >> dev)) return Status::IoError("--disk-read-mbps: no parent of " + sys);
+    }
+    auto t = std::unique_ptr<DiskReadThrottle>(
+        new DiskReadThrottle(root, root + "/dejaview-store-bench-" + std::to_string(::getpid())));
+    std::error_code ec;
+    std::filesystem::create_directory(t->group_, ec);
+    if (ec) return Status::IoError("--disk-read-mbps: mkdir " + t->group_ + ": " + ec.message());
+    t->made_ = true;
+    DV_RETURN_IF_ERROR(Write(t->group_ + "/blkio.throttle.read_bps_device",
+                             dev + " " + std::to_string(uint64_t(mbps * 1e6))));
+    DV_RETURN_IF_ERROR(Write(t->group_ + "/cgroup.procs", std::to_string(::getpid())));
+    return t;
+  }
+  ~DiskReadThrottle() {
+    if (!made_) return;
+    (void)Write(root_ + "/cgroup.procs", std::to_string(::getpid()));
+    std::error_code ec;
+    std::filesystem::remove(group_, ec);
+  }
+
+ private:
+  DiskReadThrottle(std::string root, std::string group)
+      : root_(std::move(root)), group_(std::move(group)) {}
+  static Status Write(const std::string& path, const std::string& value) {
+    std::ofstream f(path);
+    f << value << "\n";
+    f.flush();
+    if (!f) return Status::IoError("--disk-read-mbps: cannot write '" + value + "' to " + path);
+    return Status::Ok();
+  }
+  const std::string root_, group_;
+  bool made_ = false;
 };
 
 std::vector<uint8_t> RandomBytes(std::mt19937_64* rng, size_t n) {
@@ -142,8 +203,21 @@ int Run(const Args& args) {
   const Mode modes[] = {{"remote tier only (cold)", false, true},
                         {"local disk only", true, false},
                         {"multi-path disk + remote", true, true}};
-  std::printf("### Read throughput: %d objects of %zu MiB, chunks of %zu KiB%s\n\n", args.reads,
-              args.read_mib, size_t(args.chunk_kib), args.verify ? ", verified" : "");
+  std::unique_ptr<DiskReadThrottle> throttle;
+  if (args.disk_read_mbps > 0) {
+    auto t = DiskReadThrottle::Start(args.dir, args.disk_read_mbps);
+    if (!t.ok()) {
+      std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
+      return 1;
+    }
+    throttle = std::move(*t);
+  }
+  std::string throttled;
+  if (throttle)
+    throttled = ", disk reads throttled to " + std::to_string(int(args.disk_read_mbps)) + " MB/s";
+  std::printf("### Read throughput: %d objects of %zu MiB, chunks of %zu KiB%s%s\n\n", args.reads,
+              args.read_mib, size_t(args.chunk_kib), args.verify ? ", verified" : "",
+              throttled.c_str());
   // Three rounds, modes interleaved so that each sees the same machine load; the median
   // round is reported. The tiers' bandwidth estimates carry over from round to round.
   constexpr int kRounds = 3;
@@ -174,6 +248,9 @@ int Run(const Args& args) {
       mbps[mode].push_back(double(bytes) / s / 1e6);
       disk_share[mode].push_back(double(after.tiers[1].read_bytes - before.tiers[1].read_bytes) /
                                  double(bytes));
+      std::fprintf(stderr, "round %d %s: %.0f MB/s; estimates disk %.0f remote %.0f MB/s\n", round,
+                   m.name, mbps[mode].back(), after.tiers[1].read_bandwidth_mbps,
+                   after.tiers[2].read_bandwidth_mbps);
     }
   }
   std::printf("| source | MB/s (median of %d) | min | max | disk share |\n|---|---|---|---|---|\n",
@@ -210,6 +287,8 @@ int main(int argc, char** argv) {
       args.dir = argv[++i];
     } else if (a == "--chunk-kib" && has_value) {
       args.chunk_kib = uint64_t(std::atol(argv[++i]));
+    } else if (a == "--disk-read-mbps" && has_value) {
+      args.disk_read_mbps = std::atof(argv[++i]);
     } else if (a == "--verify") {
       args.verify = true;
     } else {
@@ -219,7 +298,7 @@ int main(int argc, char** argv) {
     }
   }
   if (args.puts < 1 || args.put_kib < 1 || args.reads < 1 || args.read_mib < 1 ||
-      args.chunk_kib < 4) {
+      args.chunk_kib < 4 || !(args.disk_read_mbps >= 0)) {
     std::fprintf(stderr, "dejaview_store_bench: counts and sizes must be positive\n");
     return 2;
   }

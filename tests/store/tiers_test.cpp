@@ -10,6 +10,7 @@
 #include "dejaview/store/disk_tier.h"
 #include "dejaview/store/memory_tier.h"
 #include "dejaview/store/pack.h"
+#include "dejaview/store/tier_path.h"
 #include "testutil.h"
 
 namespace dv::store {
@@ -33,6 +34,23 @@ TEST(ObjectId, HashAndHexRoundTrip) {
   EXPECT_EQ(ObjectId::FromHex("xyz").status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(ObjectId::FromHex(std::string(64, 'G')).status().code(),
             Status::Code::kInvalidArgument);
+}
+
+TEST(TierPath, EstimateDrainsTheQueueAtTheAggregateRateThenServesTheRequest) {
+  EXPECT_DOUBLE_EQ(EstimateFinishS(0, 1000000, 4000, 1000), 0.001);
+  EXPECT_DOUBLE_EQ(EstimateFinishS(4000000, 1000000, 4000, 1000), 0.002);
+  EXPECT_DOUBLE_EQ(EstimateFinishS(8000000, 2000000, 4000, 500), 0.006);
+  // The store bench's tiers: disk 4000 MB/s, 1000 per request; remote 320, 40 per request; 1 MiB
+  // chunks. A chunk waits for a remote request's own 26 ms, so the prefetch window (16 objects of
+  // 4 MiB) stays on disk and the remote tier takes work only behind a longer disk queue.
+  const uint64_t chunk = 1 << 20;
+  const double remote_idle = EstimateFinishS(0, chunk, 320, 40);
+  EXPECT_LT(EstimateFinishS(64 * chunk, chunk, 4000, 1000), remote_idle);
+  EXPECT_GT(EstimateFinishS(128 * chunk, chunk, 4000, 1000), remote_idle);
+  // Equal aggregate rates: an idle path of slow requests loses to a busy path of fast ones until
+  // the busy one's queue costs more than the slow request.
+  EXPECT_LT(EstimateFinishS(3 * chunk, chunk, 400, 100), EstimateFinishS(0, chunk, 400, 50));
+  EXPECT_GT(EstimateFinishS(5 * chunk, chunk, 400, 100), EstimateFinishS(0, chunk, 400, 50));
 }
 
 TEST(MemoryTier, EvictsLeastRecentlyUsedWithinBudget) {

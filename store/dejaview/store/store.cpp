@@ -341,8 +341,9 @@ void Reader::Plan(size_t index) {
   slot->bytes.resize(size);
   const uint64_t chunk = store_->config_.read.chunk_bytes;
   const uint64_t chunks = size == 0 ? 1 : (size + chunk - 1) / chunk;  // an empty object: one
+  // Each chunk is queued as soon as it is placed, so the next one sees it in the queue estimate.
+  slot->chunks_left = int(chunks);
   std::vector<bool> used(sources.size(), false);
-  std::vector<std::pair<TierPath*, std::pair<uint64_t, uint64_t>>> plan;
   for (uint64_t c = 0; c < chunks; ++c) {
     const uint64_t off = c * chunk;
     const uint64_t len = std::min(chunk, size - off);
@@ -356,19 +357,14 @@ void Reader::Plan(size_t index) {
       }
     }
     used[best] = true;
-    plan.push_back({sources[best], {off, len}});
+    sources[best]->Submit(slot->id, off, len, slot->bytes.data() + off, [slot](const Status& st) {
+      std::lock_guard<std::mutex> lock(slot->mu);
+      if (!st.ok() && slot->status.ok()) slot->status = st;
+      if (--slot->chunks_left == 0) slot->cv.notify_all();
+    });
   }
   for (size_t i = 0; i < sources.size(); ++i) {
     if (used[i]) sources[i]->CountHit();
-  }
-  slot->chunks_left = int(plan.size());
-  for (const auto& [path, range] : plan) {
-    path->Submit(slot->id, range.first, range.second, slot->bytes.data() + range.first,
-                 [slot](const Status& st) {
-                   std::lock_guard<std::mutex> lock(slot->mu);
-                   if (!st.ok() && slot->status.ok()) slot->status = st;
-                   if (--slot->chunks_left == 0) slot->cv.notify_all();
-                 });
   }
 }
 
