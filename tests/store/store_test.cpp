@@ -160,7 +160,8 @@ TEST(Store, ReadsFromEveryTierAndSplitsLargeObjects) {
   EXPECT_STREQ(m.tiers[1].tier, "disk");
   EXPECT_STREQ(m.tiers[2].tier, "remote");
   const uint64_t total = 3 * 200000 + 3 * 5000;
-  // Disk-only and remote-only each read everything once; the multi-path read split the rest.
+  // Disk-only and remote-only each read everything once; the multi-path read read every byte once
+  // more, from one tier or the other (how it splits depends on measured bandwidth).
   EXPECT_EQ(m.tiers[1].read_bytes + m.tiers[2].read_bytes, 3 * total);
   EXPECT_GE(m.tiers[1].read_bytes, total);
   EXPECT_GE(m.tiers[2].read_bytes, total);
