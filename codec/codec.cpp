@@ -290,16 +290,16 @@ Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vecto
 // at its first hit and tries the previous point's hit first (points come in voxel order, so
 // neighbours often lean on one map voxel). Deterministic on the CPU for either backend: it
 // decides the bitstream.
+// nb: the voxels per axis that bound_m reaches, at most grid.max_nb().
 std::vector<uint8_t> NearCandidates(const std::vector<Eigen::Vector3f>& pts,
                                     const kernels::Rigid& T_map_sensor, const Candidates& cand,
-                                    double bound_m) {
+                                    const SortedGrid& grid, double bound_m, int nb) {
   const float* sensor = cand.sensor.empty() ? nullptr : cand.sensor[0].data();
   const double bound2 = bound_m * bound_m;
-  const int nb = int(std::ceil(bound_m / cand.resolution_m));
   std::vector<uint8_t> near(pts.size(), 0);
   int32_t last_hit = -1;
   ForEachPointNeighbourhood(
-      pts, T_map_sensor, cand.voxels, cand.resolution_m, nb,
+      pts, T_map_sensor, grid, cand.resolution_m, nb,
       [&](uint32_t i, const std::vector<int32_t>& around) {
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
@@ -413,8 +413,12 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const double select_m = params.select_factor * (tol - kMarginM);
   const double res = map->resolution_m();
   const int nb = int(std::ceil((tol - kMarginM) / res));
+  const double gap_m = params.gap_factor * tol;
+  const int gap_nb = int(std::ceil(gap_m / res));
+  // One sorted grid of the candidates' keys serves the classification and the gap test.
+  const SortedGrid grid(VoxelKeys(cand.voxels), std::max(nb, gap_nb), 0);
   std::vector<uint8_t> selected, explained;
-  DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), cand.voxels, cand.index,
+  DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), &grid, &cand.index,
                                     cand.sensor, res, nb, bound2, select_m * select_m, &explained,
                                     &selected));
   std::vector<Eigen::Vector3f> unexplained;
@@ -430,9 +434,8 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   for (uint8_t s : selected) rep->selected_voxels += s;
   // The decoder never repeats the gap test: it reads which octree a cell is in.
   const std::vector<uint8_t> near_map =
-      params.gap_factor > 0
-          ? NearCandidates(unexplained, RigidOf(R, t), cand, params.gap_factor * tol)
-          : std::vector<uint8_t>(unexplained.size(), 0);
+      params.gap_factor > 0 ? NearCandidates(unexplained, RigidOf(R, t), cand, grid, gap_m, gap_nb)
+                            : std::vector<uint8_t>(unexplained.size(), 0);
   std::vector<Eigen::Vector3f> residual, gap;
   std::vector<float> residual_i, gap_i;
   for (size_t i = 0; i < unexplained.size(); ++i) {

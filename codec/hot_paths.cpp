@@ -68,8 +68,8 @@ std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels) {
 }
 
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
-                      const kernels::Rigid& T_map_sensor, const std::vector<maps::MapVoxel>& voxels,
-                      [[maybe_unused]] const VoxelHash& index,
+                      const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
+                      [[maybe_unused]] const VoxelHash* index,
                       const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
                       double bound2, double select2, std::vector<uint8_t>* explained,
                       std::vector<uint8_t>* selected) {
@@ -77,16 +77,21 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   selected->assign(candidate_sensor.size(), 0);
   if (backend == Backend::kCuda) {
 #ifdef DEJAVIEW_HAVE_CUDA
-    return cuda::ClassifyPoints(Floats(pts), pts.size(), T_map_sensor, index.view(), index.slots(),
-                                Floats(candidate_sensor), candidate_sensor.size(), voxel_m, nb,
-                                bound2, select2, explained->data(), selected->data());
+    if (!index) return Status::InvalidArgument("classify: the CUDA backend needs the voxel hash");
+    return cuda::ClassifyPoints(Floats(pts), pts.size(), T_map_sensor, index->view(),
+                                index->slots(), Floats(candidate_sensor), candidate_sensor.size(),
+                                voxel_m, nb, bound2, select2, explained->data(), selected->data());
 #else
     return NoCuda();
 #endif
   }
+  if (!grid || grid->max_nb() < nb) {
+    return Status::InvalidArgument("classify: the CPU needs a sorted grid of max_nb >= " +
+                                   std::to_string(nb));
+  }
   const float* sensor = Floats(candidate_sensor);
   ForEachPointNeighbourhood(
-      pts, T_map_sensor, voxels, voxel_m, nb, [&](uint32_t i, const std::vector<int32_t>& near) {
+      pts, T_map_sensor, *grid, voxel_m, nb, [&](uint32_t i, const std::vector<int32_t>& near) {
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         int32_t best = -1;
         double best_d2 = bound2;
@@ -214,7 +219,7 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
     valid[i] = ok;
   }
   const double* map = map_pts_->empty() ? nullptr : (*map_pts_)[0].data();
-  grid.ForEachQuery(keys, valid, [&](uint32_t i, const std::vector<int32_t>& near) {
+  grid.ForEachQuery(keys, valid, 1, [&](uint32_t i, const std::vector<int32_t>& near) {
     const double* p = &moved[3 * size_t(i)];
     double b = max_d2;
     int32_t bi = -1;

@@ -24,21 +24,21 @@ kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t);
 std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels);
 
 // The CPU's look-up around frame points: visit(i, near) for each point pts[i] (sensor frame) with
-// the indices of the voxels within nb voxels per axis of T_map_sensor pts[i]'s voxel, in
-// (dx, dy, dz) order; points whose neighbourhood holds no voxel, or leaves the key range, are
-// skipped. Sorted, not hashed (sorted_grid.h): each distinct voxel is gathered once.
+// the indices of the voxels within nb <= grid.max_nb() voxels per axis of T_map_sensor pts[i]'s
+// voxel, in (dx, dy, dz) order; points whose neighbourhood holds no voxel, or leaves the key
+// range, are skipped. grid: the voxels' keys (VoxelKeys), sorted, not hashed (sorted_grid.h);
+// each distinct voxel is gathered once.
 template <typename Visit>
 void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
-                               const kernels::Rigid& T_map_sensor,
-                               const std::vector<maps::MapVoxel>& voxels, double voxel_m, int nb,
-                               Visit&& visit) {
+                               const kernels::Rigid& T_map_sensor, const SortedGrid& grid,
+                               double voxel_m, int nb, Visit&& visit) {
   std::vector<int32_t> keys(3 * pts.size());
   std::vector<uint8_t> fits(pts.size());
   for (size_t i = 0; i < pts.size(); ++i) {
     const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
     fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
   }
-  SortedGrid(VoxelKeys(voxels), nb, 0).ForEachQuery(keys, fits, visit);
+  grid.ForEachQuery(keys, fits, nb, visit);
 }
 
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
@@ -46,10 +46,11 @@ void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
 // its representative candidate_sensor[j] within sqrt(bound2) of p. Of those, the nearest (the
 // first in (dx, dy, dz) order among equals) and every one within sqrt(select2) <= sqrt(bound2)
 // get selected[j] = 1 (selected is sized to the candidates and cleared first). The CPU finds the
-// candidates around a point from their voxels' keys, the CUDA backend from their hash, `index`.
+// candidates around a point in `grid`, a SortedGrid of their voxels' keys with max_nb >= nb, the
+// CUDA backend in their hash, `index`; each backend may leave the other's null.
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
-                      const kernels::Rigid& T_map_sensor, const std::vector<maps::MapVoxel>& voxels,
-                      const VoxelHash& index, const std::vector<Eigen::Vector3f>& candidate_sensor,
+                      const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
+                      const VoxelHash* index, const std::vector<Eigen::Vector3f>& candidate_sensor,
                       double voxel_m, int nb, double bound2, double select2,
                       std::vector<uint8_t>* explained, std::vector<uint8_t>* selected);
 

@@ -1,6 +1,7 @@
 #include "sorted_grid.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 namespace dv::codec {
@@ -49,7 +50,8 @@ size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
 
 }  // namespace
 
-SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int nb, int per_cell) : nb_(nb) {
+SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int max_nb, int per_cell)
+    : max_nb_(max_nb) {
   const size_t n = keys.size() / 3;
   for (size_t i = 0; i < n; ++i) {
     for (int a = 0; a < 3; ++a) {
@@ -58,11 +60,11 @@ SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int nb, int per_cell) :
     }
   }
   if (n == 0) return;
-  // Queries within nb of the items' box are kept, so their neighbours stay within 2 nb of it
-  // and adding a column's offset to a packed key never carries into the next axis.
+  // Queries within nb <= max_nb of the items' box are kept, so their neighbours stay within
+  // 2 max_nb of it and adding a column's offset to a packed key never carries into the next axis.
   for (int a = 0; a < 3; ++a) {
-    lo_[a] -= 2 * nb;
-    hi_[a] += 2 * nb;
+    lo_[a] -= 2 * max_nb;
+    hi_[a] += 2 * max_nb;
     while ((int64_t(hi_[a]) - lo_[a]) >> bits_[a]) ++bits_[a];
   }
   packed_.resize(n);
@@ -93,13 +95,15 @@ uint64_t SortedGrid::Pack(const int32_t k[3]) const {
 }
 
 SortedGrid::Queries SortedGrid::Sort(const std::vector<int32_t>& keys,
-                                     const std::vector<uint8_t>& valid) const {
+                                     const std::vector<uint8_t>& valid, int nb) const {
   Queries q;
   if (packed_.empty()) return q;
+  if (nb > max_nb_) std::abort();       // a caller's bug: the packing has no room for it
+  const int margin = 2 * max_nb_ - nb;  // from the grown box in to nb around the items' box
   for (size_t i = 0; i < valid.size(); ++i) {
     const int32_t* k = &keys[3 * i];
     bool near = valid[i] != 0;
-    for (int a = 0; a < 3 && near; ++a) near = k[a] >= lo_[a] + nb_ && k[a] <= hi_[a] - nb_;
+    for (int a = 0; a < 3 && near; ++a) near = k[a] >= lo_[a] + margin && k[a] <= hi_[a] - margin;
     if (!near) continue;
     q.packed.push_back(Pack(k));
     q.index.push_back(uint32_t(i));
@@ -108,11 +112,13 @@ SortedGrid::Queries SortedGrid::Sort(const std::vector<int32_t>& keys,
   return q;
 }
 
-SortedGrid::Pass::Pass(const SortedGrid& grid)
-    : g_(grid), cursor_(size_t(2 * grid.nb_ + 1) * size_t(2 * grid.nb_ + 1), 0) {}
+SortedGrid::Pass::Pass(const SortedGrid& grid, int nb)
+    : g_(grid), nb_(nb), cursor_(size_t(2 * nb + 1) * size_t(2 * nb + 1), 0) {
+  if (nb > grid.max_nb_) std::abort();  // as in Sort
+}
 
 void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
-  const int nb = g_.nb_;
+  const int nb = nb_;
   const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
   const int64_t step_y = int64_t(1) << g_.bits_[2];
   const uint64_t* keys = g_.packed_.data();

@@ -18,23 +18,27 @@ namespace dv::codec {
 class SortedGrid {
  public:
   // keys: x, y, z per item. Each voxel keeps its first per_cell items in item order (0: all).
-  SortedGrid(const std::vector<int32_t>& keys, int nb, int per_cell);
+  // Queries may look up to max_nb voxels per axis around them (the packing leaves room for it),
+  // so one grid serves look-ups of several radii.
+  SortedGrid(const std::vector<int32_t>& keys, int max_nb, int per_cell);
+  int max_nb() const { return max_nb_; }
 
   // Keys packed into integers that order as the keys do (packed), with the query each came from
-  // (index), sorted; only queries with valid[i] whose neighbourhood can hold an item are listed.
+  // (index), sorted; only queries with valid[i] whose neighbourhood (nb <= max_nb voxels per axis)
+  // can hold an item are listed.
   struct Queries {
     std::vector<uint64_t> packed;
     std::vector<uint32_t> index;
   };
-  Queries Sort(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid) const;
+  Queries Sort(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid, int nb) const;
 
-  // Calls visit(i, items) for each query that Sort lists, in key order, with the items around its
-  // voxel (gathered once per distinct voxel).
+  // Calls visit(i, items) for each query that Sort lists, in key order, with the items within nb
+  // voxels per axis of its voxel (gathered once per distinct voxel).
   template <typename Visit>
-  void ForEachQuery(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid,
+  void ForEachQuery(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid, int nb,
                     Visit&& visit) const {
-    const Queries q = Sort(keys, valid);
-    Pass pass(*this);
+    const Queries q = Sort(keys, valid, nb);
+    Pass pass(*this, nb);
     std::vector<int32_t> items;
     for (size_t m = 0; m < q.index.size(); ++m) {
       if (m == 0 || q.packed[m] != q.packed[m - 1]) {
@@ -45,22 +49,23 @@ class SortedGrid {
     }
   }
 
-  // One pass over sorted queries.
+  // One pass over sorted queries, gathering nb <= max_nb voxels per axis around each.
   class Pass {
    public:
-    explicit Pass(const SortedGrid& grid);
+    Pass(const SortedGrid& grid, int nb);
     // Appends to *out the items in the (2 nb + 1)^3 voxels around the query key `packed`, which
     // is not less than the previous one of this pass.
     void Gather(uint64_t packed, std::vector<int32_t>* out);
 
    private:
     const SortedGrid& g_;
+    const int nb_;
     std::vector<size_t> cursor_;  // per column (dx, dy)
   };
 
  private:
-  int nb_;
-  int32_t lo_[3] = {0, 0, 0}, hi_[3] = {-1, -1, -1};  // the items' box, grown by 2 nb
+  int max_nb_;
+  int32_t lo_[3] = {0, 0, 0}, hi_[3] = {-1, -1, -1};  // the items' box, grown by 2 max_nb
   int bits_[3] = {0, 0, 0};
   std::vector<uint64_t> packed_;  // sorted
   std::vector<uint32_t> item_;

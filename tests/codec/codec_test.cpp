@@ -254,9 +254,10 @@ TEST_F(StreetMap, ClassificationSelectsTheNearestAndEveryCandidateWithinTheSelec
   for (double factor : {0.0, 0.6, 1.0}) {
     const double select = factor * bound;
     std::vector<uint8_t> explained, selected;
+    const int nb = int(std::ceil(bound / res));
+    const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
     ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, RigidOf(truth.linear(), truth.translation()),
-                               cand.voxels, cand.index, cand.sensor, res,
-                               int(std::ceil(bound / res)), bound * bound, select * select,
+                               &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
                                &explained, &selected)
                     .ok());
     std::vector<uint8_t> within(cand.voxels.size(), 0), nearest(cand.voxels.size(), 0);

@@ -87,8 +87,8 @@ TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
                    .ok());
   std::vector<uint8_t> explained, selected;
   EXPECT_FALSE(ClassifyPoints(Backend::kCuda, frame.xyz,
-                              RigidOf(Prior(3).linear(), Prior(3).translation()), cand.voxels,
-                              cand.index, cand.sensor, 0.2, 1, 0.01, 0.0036, &explained, &selected)
+                              RigidOf(Prior(3).linear(), Prior(3).translation()), nullptr,
+                              &cand.index, cand.sensor, 0.2, 1, 0.01, 0.0036, &explained, &selected)
                    .ok());
   std::vector<Eigen::Vector3d> map_pts(cand.voxels.size());
   for (size_t i = 0; i < map_pts.size(); ++i)
@@ -164,11 +164,12 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
       const double bound = 0.2 * nb - 1e-4, s2 = select * select * bound * bound;
       std::vector<uint8_t> cpu_e, cpu_s, cuda_e, cuda_s;
       const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
-      ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, cand.voxels, cand.index, cand.sensor,
-                                 0.2, nb, bound * bound, s2, &cpu_e, &cpu_s)
+      const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
+      ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
+                                 nb, bound * bound, s2, &cpu_e, &cpu_s)
                       .ok());
-      ASSERT_TRUE(ClassifyPoints(Backend::kCuda, frame.xyz, Tk, cand.voxels, cand.index,
-                                 cand.sensor, 0.2, nb, bound * bound, s2, &cuda_e, &cuda_s)
+      ASSERT_TRUE(ClassifyPoints(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index, cand.sensor,
+                                 0.2, nb, bound * bound, s2, &cuda_e, &cuda_s)
                       .ok());
       EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb << " select " << select;
       EXPECT_EQ(cpu_s, cuda_s) << "nb " << nb << " select " << select;

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace dv::codec {
@@ -17,7 +18,8 @@ using Key = std::tuple<int32_t, int32_t, int32_t>;
 
 TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
   std::mt19937 rng(7);
-  for (int nb : {1, 2}) {
+  // A grid serves every radius up to its max_nb: nb 1 is checked on a grid of max_nb 2 too.
+  for (const auto& [max_nb, nb] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{2, 2}}) {
     for (int per_cell : {0, 2}) {
       // A small box, so that voxels hold several items and neighbourhoods overlap; negative keys
       // and an axis with a single value exercise the packing's edges.
@@ -31,15 +33,15 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
         std::vector<int32_t>& c = cells[k];
         if (per_cell == 0 || c.size() < size_t(per_cell)) c.push_back(i);
       }
-      const SortedGrid grid(items, nb, per_cell);
+      const SortedGrid grid(items, max_nb, per_cell);
       std::vector<int32_t> queries;
       std::vector<uint8_t> valid;
       for (int i = 0; i < 4000; ++i) {
         queries.insert(queries.end(), {qx(rng), qy(rng), qz(rng)});
         valid.push_back(i % 5 != 0);
       }
-      const SortedGrid::Queries sorted = grid.Sort(queries, valid);
-      SortedGrid::Pass pass(grid);
+      const SortedGrid::Queries sorted = grid.Sort(queries, valid, nb);
+      SortedGrid::Pass pass(grid, nb);
       std::vector<uint8_t> listed(valid.size(), 0);
       size_t nonempty = 0;
       for (size_t m = 0; m < sorted.index.size(); ++m) {
@@ -60,7 +62,8 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
             }
           }
         }
-        ASSERT_EQ(got, want) << "query " << i << " nb " << nb << " per_cell " << per_cell;
+        ASSERT_EQ(got, want) << "query " << i << " nb " << nb << " of " << max_nb << " per_cell "
+                             << per_cell;
         nonempty += !want.empty();
       }
       EXPECT_GT(nonempty, 400u);
@@ -80,7 +83,7 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
 
 TEST(SortedGrid, NoItemsListsNoQueries) {
   const SortedGrid grid({}, 1, 0);
-  EXPECT_TRUE(grid.Sort({1, 2, 3}, {1}).index.empty());
+  EXPECT_TRUE(grid.Sort({1, 2, 3}, {1}, 1).index.empty());
 }
 
 }  // namespace
