@@ -15,7 +15,7 @@
 namespace dv::codec {
 namespace {
 
-constexpr int kCols = 1024, kRows = 80;
+constexpr int kCols = kAngularCols, kRows = 80;
 constexpr double kElevMin = -0.45, kElevMax = 0.11;  // radians, an HDL-64E's field plus margin
 constexpr int kVisStates = 4, kRangeStates = 4, kPersistStates = 4, kNeighbourStates = 27;
 constexpr int kStaticStates = kVisStates * kRangeStates * kPersistStates;
@@ -48,6 +48,12 @@ class SelectionContexts {
 };
 
 }  // namespace
+
+int AngularColumn(const Eigen::Vector3f& p) {
+  const double cols =
+      (maps::PortableAtan2(double(p.y()), double(p.x())) + M_PI) / (2 * M_PI) * kCols;
+  return std::min(int(cols), kCols - 1);
+}
 
 Eigen::Matrix3d RotationOf(const Eigen::Vector4d& q) {
   const double n = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
@@ -92,6 +98,7 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   }
   out->sensor.clear();
   out->context.clear();
+  out->cell.clear();
   if ((parts & kCandidateProjection) == 0) return Status::Ok();
   out->context.resize(count);
   Projection proj;
@@ -99,7 +106,8 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
                                        {kCols, kRows, kElevMin, kElevMax}, &proj));
   out->sensor = std::move(proj.sensor);
   const std::vector<double>& range = proj.range;
-  const std::vector<int32_t>& cell = proj.cell;
+  out->cell = std::move(proj.cell);
+  const std::vector<int32_t>& cell = out->cell;
   const std::vector<double>& nearest = proj.nearest;
   // Buckets as sums of comparisons, not chains of branches that mispredict on scattered voxels.
   for (size_t i = 0; i < count; ++i) {

@@ -21,8 +21,14 @@ struct Candidates {
   std::vector<maps::MapVoxel> voxels;   // canonical map order
   std::vector<Eigen::Vector3f> sensor;  // each representative in the sensor frame, as decoded
   std::vector<uint8_t> context;         // visibility x range x persistence, per candidate
+  std::vector<int32_t> cell;            // angular cell of each candidate, -1 outside the grid
   VoxelHash index{0};                   // voxel key -> candidate index (encoder only)
 };
+
+// The angular grid of the visibility context: cell = row * kAngularCols + column.
+constexpr int kAngularCols = 1024;
+// The grid column of a point in the sensor frame, by the rule DeriveCandidates projects with.
+int AngularColumn(const Eigen::Vector3f& p_sensor);
 
 // Rotation matrix of a unit quaternion by explicit products (no libm): both sides use this.
 Eigen::Matrix3d RotationOf(const Eigen::Vector4d& wxyz);

@@ -239,6 +239,54 @@ TEST_F(StreetMap, DeltaExplainsTheStreetAndCodesTheCarAsResidual) {
   }
 }
 
+// The gap class beyond gap_factor * T: ground between the map's scan rings, metres apart far down
+// the street, lies on the map's surface (map samples at its height nearer and farther along its
+// azimuth) and is coded at T; the car's body stands in front of the facade and pillars the map
+// saw behind it, with nothing of the map at its height on its near side, and stays residual.
+TEST_F(StreetMap, GroundBetweenTheMapsRingsIsGapAndTheCarStaysResidual) {
+  const double tol = 0.1;
+  const Pose truth = test::StreetPose(3);
+  const test::Box car = test::CarAt(5, 3);
+  const PointCloud frame = test::StreetFrame(truth, {car});
+  EncoderParams p;
+  p.tolerance_m = tol;
+  EncodeReport rep;
+  auto dec = RoundTrip(frame, truth, p, map_.get(), &rep);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  ASSERT_FALSE(dec->intra);
+  EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), tol);
+  std::vector<maps::MapVoxel> voxels;
+  ASSERT_TRUE(
+      map_->CollectBox(maps::VoxelKey(-1000, -1000, -100), maps::VoxelKey(1000, 1000, 100), &voxels)
+          .ok());
+  std::vector<Eigen::Vector3d> reps;
+  for (const maps::MapVoxel& v : voxels) reps.push_back(maps::Representative(v, 0.1));
+  size_t car_residual = 0, car_body_gap = 0, far_gap = 0;
+  for (size_t i = 0; i < dec->cloud.size(); ++i) {
+    const Eigen::Vector3d w = dec->T_map_sensor * dec->cloud.xyz[i].cast<double>();
+    const bool in_car =
+        (w.array() >= car.lo.array() - tol).all() && (w.array() <= car.hi.array() + tol).all();
+    if (in_car && dec->source[i] == 1) ++car_residual;
+    // Above the band of the first test, which reaches 2 T from the road's samples.
+    if (in_car && dec->source[i] == 2 && w.z() > car.lo.z() + 3 * tol) ++car_body_gap;
+    if (dec->source[i] != 2) continue;
+    double nearest2 = 1e30;
+    for (const Eigen::Vector3d& r : reps) nearest2 = std::min(nearest2, (r - w).squaredNorm());
+    // The cell's centre is within T of its points: these points were more than 2 T from every
+    // map representative, out of the first test's reach.
+    if (std::sqrt(nearest2) > 3 * tol + 1e-3) ++far_gap;
+  }
+  EXPECT_GT(car_residual, 100u);
+  EXPECT_EQ(car_body_gap, 0u);
+  EXPECT_GT(far_gap, 50u);
+  // Without the split, neither test runs: the same points are residual.
+  p.gap_factor = 0;
+  EncodeReport off;
+  ASSERT_TRUE(RoundTrip(frame, truth, p, map_.get(), &off).ok());
+  EXPECT_EQ(off.gap_points, 0u);
+  EXPECT_EQ(off.residual_points, rep.residual_points + rep.gap_points);
+}
+
 // The selection rule against brute force over every candidate: a point is explained when some
 // representative is within the bound; its nearest one is selected, and so is every one within the
 // selection radius of any point; nothing else is.
