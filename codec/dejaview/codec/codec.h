@@ -31,9 +31,11 @@ struct EncoderParams {
   // Maximum error of points the map does not explain (clamped to tolerance_m).
   double residual_precision_m = 0.02;
   // Residual points with a map representative within gap_factor * tolerance_m (static surface
-  // between the map's scan rings, mostly) are coded at the tolerance instead, in the `gap`
-  // sections; the rest (moving objects, scene changes) keep residual_precision_m. 0 turns the
-  // split off (the gap sections are empty). In [0, 4].
+  // between the map's scan rings, mostly), or lying on a map surface between two of its samples
+  // along their azimuth (within gap_factor * tolerance_m of their height: far ground between the
+  // rings), are coded at the tolerance instead, in the `gap` sections; the rest (moving objects,
+  // scene changes) keep residual_precision_m. 0 turns the split off (the gap sections are
+  // empty). In [0, 4].
   double gap_factor = 2.0;
   // Which map voxels stand for the explained points: each point's nearest within the tolerance,
   // and every one within select_factor * tolerance_m of a point. 1 selects every voxel within
