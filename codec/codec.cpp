@@ -43,6 +43,8 @@ constexpr double kMarginM = 1e-4;
 constexpr double kTranslationStepM = 1e-4;
 constexpr double kQuaternionScale = double(1 << 30);
 constexpr double kRegistrationSlackM = 3.0;
+// Beyond any automotive LiDAR's range (an HDL-64E reaches 120 m).
+constexpr double kMaxCandidateRadiusM = 300.0;
 
 const char* SectionName(uint8_t id) {
   switch (id) {
@@ -338,8 +340,9 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
   const double bin_m = std::max(gap_m, 0.3);
   const int bins = int(std::ceil(2 * kSpanM / bin_m));
   auto bucket = [&](int column, float z) {
-    const int b = int(std::floor((double(z) + kSpanM) / bin_m));
-    return size_t(column) * size_t(bins) + size_t(std::min(std::max(b, 0), bins - 1));
+    // Clamped before the conversion: a finite point may lie kilometres away.
+    const double b = std::floor((double(z) + kSpanM) / bin_m);
+    return size_t(column) * size_t(bins) + size_t(std::min(std::max(b, 0.0), double(bins - 1)));
   };
   struct Sample {
     float h, z;
@@ -442,8 +445,12 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
     return bytes;
   }
 
-  // Radius of the candidate ball, in decimetres: everything the frame can touch.
-  const uint64_t radius_dm = uint64_t(std::ceil((max_range + tol) * 10));
+  // Radius of the candidate ball, in decimetres: everything the frame can touch, up to
+  // kMaxCandidateRadiusM. A spurious return kilometres away would otherwise make the encoder
+  // load every map tile within its range, and write a radius the decoder refuses (over 10 km);
+  // points beyond the ball are coded by the octrees like anything else the map cannot explain.
+  const uint64_t radius_dm =
+      uint64_t(std::ceil(std::min(max_range + tol, kMaxCandidateRadiusM) * 10));
   const double radius_m = double(radius_dm) / 10;
   // Only the CUDA kernels look voxel keys up in a hash; the CPU sorts them (sorted_grid.h).
   const unsigned hashed = params.backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u;

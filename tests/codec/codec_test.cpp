@@ -287,6 +287,34 @@ TEST_F(StreetMap, GroundBetweenTheMapsRingsIsGapAndTheCarStaysResidual) {
   EXPECT_EQ(off.residual_points, rep.residual_points + rep.gap_points);
 }
 
+// Spurious returns far away (a retro-reflector's ghost, a corrupt packet's finite garbage) cost
+// neither the frame nor the map's memory: up to the octrees' span (2^21 cells of the residual
+// precision, 42 km at 2 cm) the frame is coded against the map, its candidate ball capped at
+// 300 m, and decodes within the bound; beyond it the encoder says so (the agent counts the frame
+// as failed). Before the cap, a return at 20 km made a delta frame the decoder refused.
+TEST_F(StreetMap, FarOutlierPointsAreCodedWithinTheBoundOrRefusedByName) {
+  const Pose truth = test::StreetPose(3);
+  for (float far : {400.0f, 2.0e4f, 1.0e7f, 1.0e30f}) {
+    PointCloud frame = test::StreetFrame(truth);
+    frame.push_back(Eigen::Vector3f(far, 1, 0), 0.5f);
+    frame.push_back(Eigen::Vector3f(-1, -far / 2, far / 2), 0.5f);
+    EncoderParams p;
+    p.tolerance_m = 0.1;
+    EncodeReport rep;
+    auto dec = RoundTrip(frame, truth, p, map_.get(), &rep);
+    if (far > 4.2e4f) {
+      ASSERT_FALSE(dec.ok()) << far;
+      EXPECT_EQ(dec.status().code(), Status::Code::kInvalidArgument) << far;
+      EXPECT_NE(dec.status().message().find("span"), std::string::npos) << dec.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(dec.ok()) << far << ": " << dec.status().ToString();
+    EXPECT_FALSE(dec->intra) << far;
+    EXPECT_GT(rep.explained_points, frame.size() / 2) << far;
+    EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), 0.1) << far;
+  }
+}
+
 // The selection rule against brute force over every candidate: a point is explained when some
 // representative is within the bound; its nearest one is selected, and so is every one within the
 // selection radius of any point; nothing else is.
