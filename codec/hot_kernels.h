@@ -26,8 +26,14 @@ DV_HOST_DEVICE inline bool KeyFits(const int32_t k[3], int32_t margin) {
   return k[0] > -lim && k[0] < lim && k[1] > -lim && k[1] < lim && k[2] > -lim && k[2] < lim;
 }
 
+// maps::KeyOf's rule (KeyFloor: clamped to +-2^30, so a far point's key fails KeyFits instead
+// of overflowing the conversion), written again for the device.
 DV_HOST_DEVICE inline void KeyOf(const double p[3], double voxel_m, int32_t k[3]) {
-  for (int a = 0; a < 3; ++a) k[a] = int32_t(std::floor(p[a] / voxel_m));
+  constexpr double kClamp = double(1 << 30);
+  for (int a = 0; a < 3; ++a) {
+    const double f = std::floor(p[a] / voxel_m);
+    k[a] = f >= -kClamp ? (f <= kClamp ? int32_t(f) : int32_t(kClamp)) : -int32_t(kClamp);
+  }
 }
 
 // The storage of a VoxelHash (voxel_hash.h), as the device reads it after a byte copy.

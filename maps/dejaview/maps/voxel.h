@@ -18,9 +18,17 @@ constexpr int kTileVoxels = 256;
 
 inline int FloorDiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
+// floor(v), clamped to +-2^30 before the conversion (NaN to -2^30): a finite coordinate far
+// outside any map -- a spurious return, a garbage pose -- gets a key that every range check
+// rejects, never an out-of-range conversion.
+inline int KeyFloor(double v) {
+  constexpr double kClamp = double(1 << 30);
+  const double f = std::floor(v);
+  return f >= -kClamp ? (f <= kClamp ? int(f) : int(kClamp)) : -int(kClamp);
+}
 inline VoxelKey KeyOf(const Eigen::Vector3d& p, double resolution_m) {
-  return VoxelKey(int(std::floor(p.x() / resolution_m)), int(std::floor(p.y() / resolution_m)),
-                  int(std::floor(p.z() / resolution_m)));
+  return VoxelKey(KeyFloor(p.x() / resolution_m), KeyFloor(p.y() / resolution_m),
+                  KeyFloor(p.z() / resolution_m));
 }
 inline VoxelKey TileOf(const VoxelKey& k) {
   return VoxelKey(FloorDiv(k.x(), kTileVoxels), FloorDiv(k.y(), kTileVoxels),
