@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "dejaview/base/host_device.h"
+#include "dejaview/maps/key_floor.h"
 #include "dejaview/maps/portable_atan2.h"
 
 namespace dv::codec::kernels {
@@ -26,14 +27,9 @@ DV_HOST_DEVICE inline bool KeyFits(const int32_t k[3], int32_t margin) {
   return k[0] > -lim && k[0] < lim && k[1] > -lim && k[1] < lim && k[2] > -lim && k[2] < lim;
 }
 
-// maps::KeyOf's rule (KeyFloor: clamped to +-2^30, so a far point's key fails KeyFits instead
-// of overflowing the conversion), written again for the device.
+// maps::KeyOf's rule: a far point's key is clamped and then fails KeyFits.
 DV_HOST_DEVICE inline void KeyOf(const double p[3], double voxel_m, int32_t k[3]) {
-  constexpr double kClamp = double(1 << 30);
-  for (int a = 0; a < 3; ++a) {
-    const double f = std::floor(p[a] / voxel_m);
-    k[a] = f >= -kClamp ? (f <= kClamp ? int32_t(f) : int32_t(kClamp)) : -int32_t(kClamp);
-  }
+  for (int a = 0; a < 3; ++a) k[a] = maps::KeyFloor(p[a] / voxel_m);
 }
 
 // The storage of a VoxelHash (voxel_hash.h), as the device reads it after a byte copy.
@@ -137,6 +133,13 @@ struct AngularGrid {
   double elev_min, elev_max;  // radians
 };
 
+// The azimuth column of sensor-frame (x, y) among `cols`: floor of a value >= 0 is its
+// truncation; azimuth +pi lands in the last column.
+DV_HOST_DEVICE inline int32_t AngularColumn(double x, double y, int32_t cols) {
+  const int32_t c = int32_t((maps::PortableAtan2(y, x) + M_PI) / (2 * M_PI) * cols);
+  return c < cols - 1 ? c : cols - 1;
+}
+
 // Candidate v's representative in the sensor frame (R_map_sensor row-major, t_map_sensor), its
 // range and its angular cell (-1 outside the grid).
 DV_HOST_DEVICE inline void Project(const VoxelRecord& v, double voxel_m, const double R[9],
@@ -155,13 +158,10 @@ DV_HOST_DEVICE inline void Project(const VoxelRecord& v, double voxel_m, const d
   *range = std::sqrt(rxy * rxy + z * z);
   const double rows =
       (maps::PortableAtan2(z, rxy) - g.elev_min) / (g.elev_max - g.elev_min) * g.rows;
-  const double cols = (maps::PortableAtan2(y, x) + M_PI) / (2 * M_PI) * g.cols;  // >= 0
   // The cell of floor(rows), floor(cols), without branches: floor(rows) is in [0, g.rows) exactly
   // when rows is in [0, g.rows), and floor of a value >= 0 is its truncation.
   const bool inside = (rows >= 0) & (rows < double(g.rows));
-  const int col_raw = int(cols);
-  const int col = col_raw < g.cols - 1 ? col_raw : g.cols - 1;
-  *cell = inside ? int(rows) * g.cols + col : -1;
+  *cell = inside ? int(rows) * g.cols + AngularColumn(x, y, g.cols) : -1;
 }
 
 // ---- Correspondences (registration.cpp RegisterFrame).

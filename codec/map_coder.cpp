@@ -50,9 +50,7 @@ class SelectionContexts {
 }  // namespace
 
 int AngularColumn(const Eigen::Vector3f& p) {
-  const double cols =
-      (maps::PortableAtan2(double(p.y()), double(p.x())) + M_PI) / (2 * M_PI) * kCols;
-  return std::min(int(cols), kCols - 1);
+  return kernels::AngularColumn(double(p.x()), double(p.y()), kCols);
 }
 
 Eigen::Matrix3d RotationOf(const Eigen::Vector4d& q) {

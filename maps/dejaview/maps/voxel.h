@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "dejaview/maps/key_floor.h"
 #include "dejaview/maps/portable_atan2.h"
 
 namespace dv::maps {
@@ -18,14 +19,6 @@ constexpr int kTileVoxels = 256;
 
 inline int FloorDiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-// floor(v), clamped to +-2^30 before the conversion (NaN to -2^30): a finite coordinate far
-// outside any map -- a spurious return, a garbage pose -- gets a key that every range check
-// rejects, never an out-of-range conversion.
-inline int KeyFloor(double v) {
-  constexpr double kClamp = double(1 << 30);
-  const double f = std::floor(v);
-  return f >= -kClamp ? (f <= kClamp ? int(f) : int(kClamp)) : -int(kClamp);
-}
 inline VoxelKey KeyOf(const Eigen::Vector3d& p, double resolution_m) {
   return VoxelKey(KeyFloor(p.x() / resolution_m), KeyFloor(p.y() / resolution_m),
                   KeyFloor(p.z() / resolution_m));

@@ -1,0 +1,20 @@
+// The integer part of a voxel key, shared by maps::KeyOf and the codec's CPU and CUDA kernels
+// (no Eigen here, so that nvcc compiles it as it is).
+#pragma once
+
+#include <cmath>
+
+#include "dejaview/base/host_device.h"
+
+namespace dv::maps {
+
+// floor(v), clamped to +-2^30 before the conversion (NaN to -2^30): a finite coordinate far
+// outside any map -- a spurious return, a garbage pose -- gets a key that every range check
+// rejects, never an out-of-range conversion.
+DV_HOST_DEVICE inline int KeyFloor(double v) {
+  constexpr double kClamp = double(1 << 30);
+  const double f = std::floor(v);
+  return f >= -kClamp ? (f <= kClamp ? int(f) : int(kClamp)) : -int(kClamp);
+}
+
+}  // namespace dv::maps
