@@ -153,12 +153,15 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
   s->fine_voxel_m_ = fine_voxel_m;
   s->coarse_voxel_m_ = coarse_voxel_m;
   s->per_cell_ = coarse_per_cell;
+  const size_t first = fine_voxels.size();
+  if (first > map_pts.size()) return Status::InvalidArgument("correspondences: too few map points");
+  s->coarse_first_ = first;
   if (backend == Backend::kCpu) {
     s->fine_grid_ = std::make_unique<SortedGrid>(VoxelKeys(fine_voxels), 1, 0);
-    std::vector<int32_t> keys(3 * map_pts.size());
-    for (size_t i = 0; i < map_pts.size(); ++i) {
+    std::vector<int32_t> keys(3 * (map_pts.size() - first));
+    for (size_t i = first; i < map_pts.size(); ++i) {
       const maps::VoxelKey k = maps::KeyOf(map_pts[i], coarse_voxel_m);
-      std::copy(k.data(), k.data() + 3, &keys[3 * i]);
+      std::copy(k.data(), k.data() + 3, &keys[3 * (i - first)]);
     }
     s->coarse_grid_ = std::make_unique<SortedGrid>(keys, 1, coarse_per_cell);
     return s;
@@ -166,7 +169,7 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
 #ifdef DEJAVIEW_HAVE_CUDA
   s->coarse_hash_ = std::make_unique<VoxelHash>(map_pts.size() / 4 + 16);
   const size_t stride = size_t(coarse_per_cell) + 1;
-  for (size_t i = 0; i < map_pts.size(); ++i) {
+  for (size_t i = first; i < map_pts.size(); ++i) {
     const uint64_t key = PackKey(maps::KeyOf(map_pts[i], coarse_voxel_m));
     const size_t count = s->coarse_cells_.size() / stride;
     const size_t cell = size_t(s->coarse_hash_->Insert(key, int32_t(count)));
@@ -218,7 +221,10 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
     if (ok) kernels::KeyOf(p, voxel_m, &keys[3 * i]);
     valid[i] = ok;
   }
-  const double* map = map_pts_->empty() ? nullptr : (*map_pts_)[0].data();
+  // The coarse grid's items count from the first coarse point.
+  const size_t base = fine ? 0 : coarse_first_;
+  const double* map = map_pts_->size() > base ? (*map_pts_)[base].data() : nullptr;
+  const int32_t offset = fine ? 0 : int32_t(coarse_first_);
   grid.ForEachQuery(keys, valid, 1, [&](uint32_t i, const std::vector<int32_t>& near) {
     const double* p = &moved[3 * size_t(i)];
     double b = max_d2;
@@ -230,7 +236,7 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
         bi = j;
       }
     }
-    (*best)[i] = bi;
+    (*best)[i] = bi < 0 ? -1 : bi + offset;
   });
   return Status::Ok();
 }

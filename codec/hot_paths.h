@@ -74,6 +74,8 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
 // there only) and keeps device copies.
 class CorrespondenceSearch {
  public:
+  // map_pts: the fine points (fine_voxels' representatives) first, then the coarse ones; best
+  // indices refer to it.
   static StatusOr<std::unique_ptr<CorrespondenceSearch>> Create(
       Backend backend, const std::vector<Eigen::Vector3d>& map_pts,
       const std::vector<maps::MapVoxel>& fine_voxels, const VoxelHash& fine_index,
@@ -91,6 +93,7 @@ class CorrespondenceSearch {
   kernels::NeighbourGrid Grid(bool fine) const;
 
   const std::vector<Eigen::Vector3d>* map_pts_ = nullptr;
+  size_t coarse_first_ = 0;  // index in map_pts of the first coarse point
   const VoxelHash* fine_index_ = nullptr;
   double fine_voxel_m_ = 0, coarse_voxel_m_ = 0;
   int per_cell_ = 0;

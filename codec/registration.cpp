@@ -1,6 +1,7 @@
 #include "registration.h"
 
 #include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
 #include <Eigen/Geometry>
 #include <cmath>
 #include <memory>
@@ -11,20 +12,36 @@ namespace dv::codec {
 namespace {
 
 // The coarse stage pulls the prior in from metres: correspondences up to kCoarseStartM away,
-// shrinking by 0.75 an iteration to 0.3 m, among at most kCoarsePerCell map points per cell of
-// kCoarseVoxelM. Its reach decides which localisation errors are corrected: with the former 1 m
-// reach and 0.5 m cells, 17 of 30 KITTI frames kept more than 0.1 m of error at twice the
-// protocol's prior noise (0.3 m per horizontal axis, 1 degree of yaw), none do now; at three
-// times, 2 of 30 (25 before). A sparser source (one point per kSourceVoxelM and kFineSourceVoxelM
-// cell) with more fine iterations converges closer and costs less: 0 of 30 frames above 0.1 m at
-// the protocol's noise (3 before) and 4-8% more ratio on sequence 00 at T = 0.1 (codec_eval,
-// seeds 1-3, BENCHMARK.md).
+// shrinking by kCoarseShrink an iteration to 0.3 m, found among the map's surface patches by cell
+// of kCoarseVoxelM. Its reach decides which localisation errors are corrected: with a 1 m reach
+// and 0.5 m cells, 17 of 30 KITTI frames kept more than 0.1 m of error at twice the protocol's
+// prior noise (0.3 m per horizontal axis, 1 degree of yaw); with 6 m and 3 m cells none did. A
+// sparser source (one point per kSourceVoxelM and kFineSourceVoxelM cell) with more fine
+// iterations converges closer and costs less: 4-8% more ratio on sequence 00 at T = 0.1
+// (codec_eval, seeds 1-3, BENCHMARK.md).
+//
+// The coarse stage matches points to planes: a patch is the centroid and normal of the map
+// points in a kPatchM voxel that spread over two axes and are flat along the third. It matched
+// points to points before, the first 16 map points of each coarse cell in map order: on the
+// simulated days' dense maps those were a strip along the cell's low-x side, and their pull along
+// every surface left 5 of 20 frames of a day 0.1-0.3 m and up to 0.7 degrees from the truth,
+// stuck in the along-road valley of a straight street. Against planes it converges in two or
+// three iterations there (all 20 frames within 1.5 cm), so the reach shrinks by 0.6 an iteration,
+// not 0.75, in 8 iterations, not 13; and at three times the protocol's noise every KITTI frame
+// now ends within 0.1 m (2 of 30 did not before; BENCHMARK.md).
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kCoarseVoxelM = 3.0;
-constexpr int kCoarsePerCell = 16;
-constexpr int kCoarseIterations = 13;
+constexpr double kPatchM = 0.75;
+constexpr int kCoarsePerCell = 64;  // (kCoarseVoxelM / kPatchM)^3: every patch of a cell
+constexpr int kMinPatchPoints = 4;
+// A patch: the middle eigenvalue of its points' covariance at least (kPatchM / 10)^2, the
+// smallest at most a tenth of it (a scan ring crossing the voxel is a line, not a patch).
+constexpr double kPatchSpread2 = kPatchM * kPatchM / 100;
+constexpr double kPatchFlatness = 0.1;
+constexpr int kCoarseIterations = 8;
 constexpr double kCoarseStartM = 6.0;
+constexpr double kCoarseShrink = 0.6;
 constexpr int kMaxFineIterations = 10;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
 constexpr double kConvergedM = 2e-4;
@@ -53,6 +70,48 @@ std::vector<Eigen::Vector3d> Subsample(const std::vector<Eigen::Vector3f>& frame
   return out;
 }
 
+// Appends to *pts (the candidates' representatives) the centroid of each surface patch and
+// returns the patches' normals, in the order their voxels first appear among *pts.
+std::vector<Eigen::Vector3d> AppendPatches(std::vector<Eigen::Vector3d>* pts) {
+  struct Moments {
+    Eigen::Vector3d corner, sum = Eigen::Vector3d::Zero();
+    Eigen::Matrix3d outer = Eigen::Matrix3d::Zero();
+    int count = 0;
+  };
+  const size_t n = pts->size();
+  VoxelHash voxels(n / 8 + 16);
+  std::vector<Moments> m;
+  for (size_t i = 0; i < n; ++i) {
+    const maps::VoxelKey k = maps::KeyOf((*pts)[i], kPatchM);
+    if (!KeyInRange(k)) continue;
+    const int32_t id = int32_t(m.size());
+    const int32_t at = voxels.Insert(PackKey(k), id);
+    if (at == id) {
+      m.emplace_back();
+      m.back().corner = k.cast<double>() * kPatchM;
+    }
+    Moments& v = m[size_t(at)];
+    // From the voxel's corner: moments of coordinates hundreds of metres out would lose the
+    // patch's shape to cancellation.
+    const Eigen::Vector3d d = (*pts)[i] - v.corner;
+    v.sum += d;
+    v.outer += d * d.transpose();
+    ++v.count;
+  }
+  std::vector<Eigen::Vector3d> normals;
+  Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> eig;
+  for (const Moments& v : m) {
+    if (v.count < kMinPatchPoints) continue;
+    const Eigen::Vector3d mean = v.sum / double(v.count);
+    eig.computeDirect(v.outer / double(v.count) - mean * mean.transpose());
+    const Eigen::Vector3d& l = eig.eigenvalues();  // ascending
+    if (l[1] < kPatchSpread2 || l[0] > kPatchFlatness * l[1]) continue;
+    pts->push_back(v.corner + mean);
+    normals.push_back(eig.eigenvectors().col(0));
+  }
+  return normals;
+}
+
 Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
   Eigen::Matrix3d S;
   S << 0, -v.z(), v.y(), v.z(), 0, -v.x(), -v.y(), v.x(), 0;
@@ -71,10 +130,12 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
   for (size_t i = 0; i < c.voxels.size(); ++i) {
     map_pts[i] = maps::Representative(c.voxels[i], c.resolution_m);
   }
+  const size_t first_patch = map_pts.size();
+  const std::vector<Eigen::Vector3d> normals = AppendPatches(&map_pts);
   const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM, 800);
   const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM, 1000);
-  // The coarse stage's correspondences: at most kCoarsePerCell map points per kCoarseVoxelM
-  // cell; the fine stage's are the candidates' own voxels.
+  // The coarse stage's correspondences: the patches, by kCoarseVoxelM cell; the fine stage's
+  // are the candidates' own voxels.
   DV_ASSIGN_OR_RETURN(const std::unique_ptr<CorrespondenceSearch> search,
                       CorrespondenceSearch::Create(backend, map_pts, c.voxels, c.index,
                                                    c.resolution_m, kCoarseVoxelM, kCoarsePerCell));
@@ -84,7 +145,7 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
   for (int it = 0; it < kCoarseIterations + kMaxFineIterations; ++it) {
     const bool fine = it >= kCoarseIterations;
     const double max_dist =
-        fine ? std::max(res, 0.1) : std::max(0.3, kCoarseStartM * std::pow(0.75, it));
+        fine ? std::max(res, 0.1) : std::max(0.3, kCoarseStartM * std::pow(kCoarseShrink, it));
     const double kernel = max_dist / 3;
     Eigen::Matrix<double, 6, 6> H = Eigen::Matrix<double, 6, 6>::Zero();
     Eigen::Matrix<double, 6, 1> b = Eigen::Matrix<double, 6, 1>::Zero();
@@ -102,10 +163,19 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
       Eigen::Matrix<double, 3, 6> J;
       J.leftCols<3>().setIdentity();
       J.rightCols<3>() = -Skew(p);
+      ++used;
+      if (!fine) {
+        const Eigen::Vector3d& n = normals[size_t(best_i) - first_patch];
+        const Eigen::Matrix<double, 1, 6> Jn = n.transpose() * J;
+        const double rn = n.dot(r);
+        const double w = kernel * kernel / ((kernel + rn * rn) * (kernel + rn * rn));
+        H += w * Jn.transpose() * Jn;
+        b += w * Jn.transpose() * rn;
+        continue;
+      }
       const double w = kernel * kernel / ((kernel + r.squaredNorm()) * (kernel + r.squaredNorm()));
       H += w * J.transpose() * J;
       b += w * J.transpose() * r;
-      ++used;
     }
     result.correspondences = used;
     if (used < kMinCorrespondences) return result;

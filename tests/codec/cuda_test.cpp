@@ -181,6 +181,9 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
 
   std::vector<Eigen::Vector3d> map_pts(n), source;
   for (size_t i = 0; i < n; ++i) map_pts[i] = maps::Representative(cand.voxels[i], 0.2);
+  // The coarse grid's points follow the fine ones: here the same representatives again.
+  const std::vector<Eigen::Vector3d> reps = map_pts;
+  map_pts.insert(map_pts.end(), reps.begin(), reps.end());
   for (size_t i = 0; i < frame.size(); i += 7) source.push_back(frame.xyz[i].cast<double>());
   auto cpu_search =
       CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);

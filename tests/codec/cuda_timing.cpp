@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
     std::vector<Eigen::Vector3d> map_pts(cand.voxels.size()), source;
     for (size_t k = 0; k < map_pts.size(); ++k)
       map_pts[k] = maps::Representative(cand.voxels[k], 0.2);
+    // The coarse grid's points follow the fine ones: here the same representatives again.
+    const std::vector<Eigen::Vector3d> reps = map_pts;
+    map_pts.insert(map_pts.end(), reps.begin(), reps.end());
     for (size_t k = 0; k < cloud->size(); k += 7) source.push_back(cloud->xyz[k].cast<double>());
     const kernels::Rigid T = RigidOf(R, tr);
     const int nb = int(std::ceil((tol - 1e-4) / 0.2));
