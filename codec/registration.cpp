@@ -28,7 +28,9 @@ namespace {
 // stuck in the along-road valley of a straight street. Against planes it converges in two or
 // three iterations there (all 20 frames within 1.5 cm), so the reach shrinks by 0.6 an iteration,
 // not 0.75, in 8 iterations, not 13; and at three times the protocol's noise every KITTI frame
-// now ends within 0.1 m (2 of 30 did not before; BENCHMARK.md).
+// now ends within 0.1 m (2 of 30 did not before; BENCHMARK.md). Where planes are too few (fewer
+// than kMinCorrespondences matches: sparse rings of a 0.4-0.5 m map), an iteration matches the
+// other voxels' centroids point to point as well.
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kCoarseVoxelM = 3.0;
@@ -70,8 +72,9 @@ std::vector<Eigen::Vector3d> Subsample(const std::vector<Eigen::Vector3f>& frame
   return out;
 }
 
-// Appends to *pts (the candidates' representatives) the centroid of each surface patch and
-// returns the patches' normals, in the order their voxels first appear among *pts.
+// Appends to *pts (the candidates' representatives) the centroid of the points in each kPatchM
+// voxel, in the order the voxels first appear among them, and returns each one's normal: zero
+// where the voxel's points are not a patch.
 std::vector<Eigen::Vector3d> AppendPatches(std::vector<Eigen::Vector3d>* pts) {
   struct Moments {
     Eigen::Vector3d corner, sum = Eigen::Vector3d::Zero();
@@ -98,16 +101,17 @@ std::vector<Eigen::Vector3d> AppendPatches(std::vector<Eigen::Vector3d>* pts) {
     v.outer += d * d.transpose();
     ++v.count;
   }
-  std::vector<Eigen::Vector3d> normals;
+  std::vector<Eigen::Vector3d> normals(m.size(), Eigen::Vector3d::Zero());
   Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> eig;
-  for (const Moments& v : m) {
-    if (v.count < kMinPatchPoints) continue;
+  for (size_t j = 0; j < m.size(); ++j) {
+    const Moments& v = m[j];
     const Eigen::Vector3d mean = v.sum / double(v.count);
+    pts->push_back(v.corner + mean);
+    if (v.count < kMinPatchPoints) continue;
     eig.computeDirect(v.outer / double(v.count) - mean * mean.transpose());
     const Eigen::Vector3d& l = eig.eigenvalues();  // ascending
-    if (l[1] < kPatchSpread2 || l[0] > kPatchFlatness * l[1]) continue;
-    pts->push_back(v.corner + mean);
-    normals.push_back(eig.eigenvectors().col(0));
+    if (l[1] >= kPatchSpread2 && l[0] <= kPatchFlatness * l[1])
+      normals[j] = eig.eigenvectors().col(0);
   }
   return normals;
 }
@@ -134,8 +138,8 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
   const std::vector<Eigen::Vector3d> normals = AppendPatches(&map_pts);
   const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM, 800);
   const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM, 1000);
-  // The coarse stage's correspondences: the patches, by kCoarseVoxelM cell; the fine stage's
-  // are the candidates' own voxels.
+  // The coarse stage's correspondences: the kPatchM centroids, by kCoarseVoxelM cell; the fine
+  // stage's are the candidates' own voxels.
   DV_ASSIGN_OR_RETURN(const std::unique_ptr<CorrespondenceSearch> search,
                       CorrespondenceSearch::Create(backend, map_pts, c.voxels, c.index,
                                                    c.resolution_m, kCoarseVoxelM, kCoarsePerCell));
@@ -147,9 +151,14 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
     const double max_dist =
         fine ? std::max(res, 0.1) : std::max(0.3, kCoarseStartM * std::pow(kCoarseShrink, it));
     const double kernel = max_dist / 3;
-    Eigen::Matrix<double, 6, 6> H = Eigen::Matrix<double, 6, 6>::Zero();
-    Eigen::Matrix<double, 6, 1> b = Eigen::Matrix<double, 6, 1>::Zero();
-    size_t used = 0;
+    // [0]: matches to planes (coarse stage) or to points (fine stage); [1]: coarse matches to
+    // voxels that are not a patch, used only when planes are too few (a coarse map of sparse
+    // rings: at T = 0.5 on KITTI 00 most frames have fewer than 100).
+    Eigen::Matrix<double, 6, 6> H[2] = {Eigen::Matrix<double, 6, 6>::Zero(),
+                                        Eigen::Matrix<double, 6, 6>::Zero()};
+    Eigen::Matrix<double, 6, 1> b[2] = {Eigen::Matrix<double, 6, 1>::Zero(),
+                                        Eigen::Matrix<double, 6, 1>::Zero()};
+    size_t used[2] = {0, 0};
     const std::vector<Eigen::Vector3d>& source = fine ? fine_source : coarse_source;
     const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
     DV_RETURN_IF_ERROR(search->Find(source, T_k, fine, max_dist * max_dist, &best));
@@ -163,23 +172,30 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
       Eigen::Matrix<double, 3, 6> J;
       J.leftCols<3>().setIdentity();
       J.rightCols<3>() = -Skew(p);
-      ++used;
-      if (!fine) {
-        const Eigen::Vector3d& n = normals[size_t(best_i) - first_patch];
-        const Eigen::Matrix<double, 1, 6> Jn = n.transpose() * J;
-        const double rn = n.dot(r);
+      const Eigen::Vector3d* n = fine ? nullptr : &normals[size_t(best_i) - first_patch];
+      if (n && !n->isZero()) {
+        const Eigen::Matrix<double, 1, 6> Jn = n->transpose() * J;
+        const double rn = n->dot(r);
         const double w = kernel * kernel / ((kernel + rn * rn) * (kernel + rn * rn));
-        H += w * Jn.transpose() * Jn;
-        b += w * Jn.transpose() * rn;
+        H[0] += w * Jn.transpose() * Jn;
+        b[0] += w * Jn.transpose() * rn;
+        ++used[0];
         continue;
       }
+      const int k = fine ? 0 : 1;
       const double w = kernel * kernel / ((kernel + r.squaredNorm()) * (kernel + r.squaredNorm()));
-      H += w * J.transpose() * J;
-      b += w * J.transpose() * r;
+      H[k] += w * J.transpose() * J;
+      b[k] += w * J.transpose() * r;
+      ++used[k];
     }
-    result.correspondences = used;
-    if (used < kMinCorrespondences) return result;
-    const Eigen::Matrix<double, 6, 1> dx = -H.ldlt().solve(b);
+    if (used[0] < kMinCorrespondences) {
+      H[0] += H[1];
+      b[0] += b[1];
+      used[0] += used[1];
+    }
+    result.correspondences = used[0];
+    if (used[0] < kMinCorrespondences) return result;
+    const Eigen::Matrix<double, 6, 1> dx = -H[0].ldlt().solve(b[0]);
     Pose step = Pose::Identity();
     const double angle = dx.tail<3>().norm();
     if (angle > 0)
