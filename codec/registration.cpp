@@ -16,28 +16,27 @@ namespace {
 // of kCoarseVoxelM. Its reach decides which localisation errors are corrected: with a 1 m reach
 // and 0.5 m cells, 17 of 30 KITTI frames kept more than 0.1 m of error at twice the protocol's
 // prior noise (0.3 m per horizontal axis, 1 degree of yaw); with 6 m and 3 m cells none did. A
-// sparser source (one point per kSourceVoxelM and kFineSourceVoxelM cell) with more fine
-// iterations converges closer and costs less: 4-8% more ratio on sequence 00 at T = 0.1
-// (codec_eval, seeds 1-3, BENCHMARK.md).
+// sparser source (one point per kSourceVoxelM and kFineSourceVoxelM cell) converges closer and
+// costs less: 4-8% more ratio on sequence 00 at T = 0.1 (codec_eval, seeds 1-3, BENCHMARK.md).
 //
 // The coarse stage matches points to planes: a patch is the centroid and normal of the map
 // points in a kPatchM voxel that spread over two axes and are flat along the third. It matched
 // points to points before, the first 16 map points of each coarse cell in map order: on the
 // simulated days' dense maps those were a strip along the cell's low-x side, and their pull along
-// every surface left 5 of 20 frames of a day 0.1-0.3 m and up to 0.7 degrees from the truth,
-// stuck in the along-road valley of a straight street. Against planes it converges in two or
-// three iterations there (all 20 frames within 1.5 cm), so the reach shrinks by 0.6 an iteration,
-// not 0.75, in 8 iterations, not 13; and at three times the protocol's noise every KITTI frame
-// now ends within 0.1 m (2 of 30 did not before; BENCHMARK.md). Where planes are too few (fewer
-// than kMinCorrespondences matches: sparse rings of a 0.4-0.5 m map), an iteration matches the
-// other voxels' centroids point to point as well. From where the planes leave it, 5 fine
+// every surface left 13 of 20 frames of a day more than 0.1 m (up to 0.36 m and 0.8 degrees) from
+// the truth, stuck in the along-road valley of a straight street. Against planes it converges in
+// two or three iterations there (all 20 frames within 1.5 cm), so the reach shrinks by 0.6 an
+// iteration, not 0.75, in 8 iterations, not 13; and at three times the protocol's noise every KITTI
+// frame now ends within 0.1 m (2 of 30 did not before; BENCHMARK.md). Where planes are too few
+// (fewer than kMinCorrespondences matches: sparse rings of a 0.4-0.5 m map), an iteration matches
+// the other voxels' centroids point to point as well. From where the planes leave it, 5 fine
 // iterations give the ratios of 10 (00 60.1 against 60.2, 07 88.7 against 88.4 at T = 0.1, the
 // simulated day 41.5 both) for 3-4 ms less a frame.
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kCoarseVoxelM = 3.0;
 constexpr double kPatchM = 0.75;
-constexpr int kCoarsePerCell = 64;  // (kCoarseVoxelM / kPatchM)^3: every patch of a cell
+constexpr int kCoarsePerCell = 64;  // (kCoarseVoxelM / kPatchM)^3: every centroid of a cell
 constexpr int kMinPatchPoints = 4;
 // A patch: the middle eigenvalue of its points' covariance at least (kPatchM / 10)^2, the
 // smallest at most a tenth of it (a scan ring crossing the voxel is a line, not a patch).

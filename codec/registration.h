@@ -1,5 +1,6 @@
-// Refines a pose prior against the candidate map voxels: point-to-point ICP with a Geman-McClure
-// kernel and a coarse-to-fine correspondence distance, in the manner of KISS-ICP's Registration.
+// Refines a pose prior against the candidate map voxels: ICP with a Geman-McClure kernel and a
+// coarse-to-fine correspondence distance, in the manner of KISS-ICP's Registration; the coarse
+// stage matches points to the map's planar patches, the fine stage to its representatives.
 // Only the encoder registers; the refined pose travels in the payload, so this need not be
 // deterministic across machines.
 #pragma once
