@@ -73,48 +73,55 @@ std::vector<Eigen::Vector3d> Subsample(const std::vector<Eigen::Vector3f>& frame
   return out;
 }
 
+// The points of one kPatchM voxel: moments from the voxel's corner (moments of coordinates
+// hundreds of metres out would lose the patch's shape to cancellation), and the normal, found when
+// a match first asks for it (a frame's coarse matches touch a few thousand of some 10-40 k).
+class Patch {
+ public:
+  explicit Patch(const Eigen::Vector3d& corner) : corner_(corner) {}
+  void Add(const Eigen::Vector3d& p) {
+    const Eigen::Vector3d d = p - corner_;
+    sum_ += d;
+    outer_ += d * d.transpose();
+    ++count_;
+  }
+  Eigen::Vector3d Centroid() const { return corner_ + sum_ / double(count_); }
+  // Zero when the points are not a patch: spread over two axes, flat along the third.
+  const Eigen::Vector3d& Normal() {
+    if (normal_known_) return normal_;
+    normal_known_ = true;
+    if (count_ < kMinPatchPoints) return normal_;
+    const Eigen::Vector3d mean = sum_ / double(count_);
+    Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> eig;
+    eig.computeDirect(outer_ / double(count_) - mean * mean.transpose());
+    const Eigen::Vector3d& l = eig.eigenvalues();  // ascending
+    if (l[1] >= kPatchSpread2 && l[0] <= kPatchFlatness * l[1]) normal_ = eig.eigenvectors().col(0);
+    return normal_;
+  }
+
+ private:
+  Eigen::Vector3d corner_, sum_ = Eigen::Vector3d::Zero(), normal_ = Eigen::Vector3d::Zero();
+  Eigen::Matrix3d outer_ = Eigen::Matrix3d::Zero();
+  int count_ = 0;
+  bool normal_known_ = false;
+};
+
 // Appends to *pts (the candidates' representatives) the centroid of the points in each kPatchM
-// voxel, in the order the voxels first appear among them, and returns each one's normal: zero
-// where the voxel's points are not a patch.
-std::vector<Eigen::Vector3d> AppendPatches(std::vector<Eigen::Vector3d>* pts) {
-  struct Moments {
-    Eigen::Vector3d corner, sum = Eigen::Vector3d::Zero();
-    Eigen::Matrix3d outer = Eigen::Matrix3d::Zero();
-    int count = 0;
-  };
+// voxel, in the order the voxels first appear among them, and returns the voxels in that order.
+std::vector<Patch> AppendPatches(std::vector<Eigen::Vector3d>* pts) {
   const size_t n = pts->size();
   VoxelHash voxels(n / 8 + 16);
-  std::vector<Moments> m;
+  std::vector<Patch> patches;
   for (size_t i = 0; i < n; ++i) {
     const maps::VoxelKey k = maps::KeyOf((*pts)[i], kPatchM);
     if (!KeyInRange(k)) continue;
-    const int32_t id = int32_t(m.size());
+    const int32_t id = int32_t(patches.size());
     const int32_t at = voxels.Insert(PackKey(k), id);
-    if (at == id) {
-      m.emplace_back();
-      m.back().corner = k.cast<double>() * kPatchM;
-    }
-    Moments& v = m[size_t(at)];
-    // From the voxel's corner: moments of coordinates hundreds of metres out would lose the
-    // patch's shape to cancellation.
-    const Eigen::Vector3d d = (*pts)[i] - v.corner;
-    v.sum += d;
-    v.outer += d * d.transpose();
-    ++v.count;
+    if (at == id) patches.emplace_back(k.cast<double>() * kPatchM);
+    patches[size_t(at)].Add((*pts)[i]);
   }
-  std::vector<Eigen::Vector3d> normals(m.size(), Eigen::Vector3d::Zero());
-  Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> eig;
-  for (size_t j = 0; j < m.size(); ++j) {
-    const Moments& v = m[j];
-    const Eigen::Vector3d mean = v.sum / double(v.count);
-    pts->push_back(v.corner + mean);
-    if (v.count < kMinPatchPoints) continue;
-    eig.computeDirect(v.outer / double(v.count) - mean * mean.transpose());
-    const Eigen::Vector3d& l = eig.eigenvalues();  // ascending
-    if (l[1] >= kPatchSpread2 && l[0] <= kPatchFlatness * l[1])
-      normals[j] = eig.eigenvectors().col(0);
-  }
-  return normals;
+  for (const Patch& p : patches) pts->push_back(p.Centroid());
+  return patches;
 }
 
 Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
@@ -136,7 +143,7 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
     map_pts[i] = maps::Representative(c.voxels[i], c.resolution_m);
   }
   const size_t first_patch = map_pts.size();
-  const std::vector<Eigen::Vector3d> normals = AppendPatches(&map_pts);
+  std::vector<Patch> patches = AppendPatches(&map_pts);
   const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM, 800);
   const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM, 1000);
   // The coarse stage's correspondences: the kPatchM centroids, by kCoarseVoxelM cell; the fine
@@ -173,7 +180,7 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
       Eigen::Matrix<double, 3, 6> J;
       J.leftCols<3>().setIdentity();
       J.rightCols<3>() = -Skew(p);
-      const Eigen::Vector3d* n = fine ? nullptr : &normals[size_t(best_i) - first_patch];
+      const Eigen::Vector3d* n = fine ? nullptr : &patches[size_t(best_i) - first_patch].Normal();
       if (n && !n->isZero()) {
         const Eigen::Matrix<double, 1, 6> Jn = n->transpose() * J;
         const double rn = n->dot(r);
