@@ -167,7 +167,7 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
     return s;
   }
 #ifdef DEJAVIEW_HAVE_CUDA
-  s->coarse_hash_ = std::make_unique<VoxelHash>(map_pts.size() / 4 + 16);
+  s->coarse_hash_ = std::make_unique<VoxelHash>((map_pts.size() - first) / 4 + 16);
   const size_t stride = size_t(coarse_per_cell) + 1;
   for (size_t i = first; i < map_pts.size(); ++i) {
     const uint64_t key = PackKey(maps::KeyOf(map_pts[i], coarse_voxel_m));

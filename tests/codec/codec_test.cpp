@@ -489,10 +489,10 @@ TEST_F(StreetMap, CorruptTruncatedAndWrongMapInputsAreRejected) {
       << wrong.status().message();
 }
 
-// The pseudo-revisit map of KITTI 00: its even frames, at 0.2 m unless told.
+// The pseudo-revisit map of a drive (KITTI or simulated): its even frames, at 0.2 m unless told.
 // Into `dir`, or a fresh scratch directory when empty.
-std::unique_ptr<maps::RouteMap> KittiEvenFramesMap(const Drive& drive, double resolution_m = 0.2,
-                                                   std::string dir = "") {
+std::unique_ptr<maps::RouteMap> EvenFramesMap(const Drive& drive, double resolution_m = 0.2,
+                                              std::string dir = "") {
   if (dir.empty()) dir = test::ScratchDir() + "/map";
   maps::BuildOptions opt;
   opt.resolution_m = resolution_m;
@@ -507,7 +507,7 @@ std::unique_ptr<maps::RouteMap> KittiEvenFramesMap(const Drive& drive, double re
 TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
-  auto map = KittiEvenFramesMap(*drive);
+  auto map = EvenFramesMap(*drive);
   ASSERT_TRUE(map);
   PointCloud frame = ReadPointCloudFile(drive->frame_paths[3]).value();
   RemoveNonFinite(&frame);
@@ -566,7 +566,7 @@ TEST(Codec, KittiRegistrationCorrectsDecimetresAndDegrees) {
   ASSERT_TRUE(drive.ok());
   for (double resolution : {0.1, 0.5}) {
     SCOPED_TRACE("map resolution " + std::to_string(resolution));
-    auto map = KittiEvenFramesMap(*drive, resolution);
+    auto map = EvenFramesMap(*drive, resolution);
     ASSERT_TRUE(map);
     for (size_t i : {3, 7}) {
       PointCloud frame = ReadPointCloudFile(drive->frame_paths[i]).value();
@@ -609,7 +609,7 @@ TEST(Codec, SimulatedStreetRegistrationLeavesTheAlongRoadValley) {
   ASSERT_TRUE(sim::Simulate(o, nullptr).ok());
   auto drive = OpenDrive(o.out_dir + "/day_00");
   ASSERT_TRUE(drive.ok()) << drive.status().ToString();
-  auto map = KittiEvenFramesMap(*drive, 0.1, scratch + "/map");
+  auto map = EvenFramesMap(*drive, 0.1, scratch + "/map");
   ASSERT_TRUE(map);
   for (size_t i = 1; i < drive->frame_paths.size(); i += 2) {
     PointCloud frame = ReadPointCloudFile(drive->frame_paths[i]).value();
@@ -635,7 +635,7 @@ TEST(Codec, SimulatedStreetRegistrationLeavesTheAlongRoadValley) {
 TEST(Codec, KittiCoarseToleranceTerminatesWithinTheBound) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
-  auto map = KittiEvenFramesMap(*drive, 0.7);
+  auto map = EvenFramesMap(*drive, 0.7);
   ASSERT_TRUE(map);
   PointCloud frame = ReadPointCloudFile(drive->frame_paths[3]).value();
   RemoveNonFinite(&frame);
@@ -672,7 +672,7 @@ TEST(VoxelHash, GrowsPastItsSizingHint) {
 TEST(Codec, PrecedingNeighboursMatchHashLookups) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
-  auto map = KittiEvenFramesMap(*drive);
+  auto map = EvenFramesMap(*drive);
   ASSERT_TRUE(map);
   Candidates c;
   const Pose& T = drive->poses[5];
