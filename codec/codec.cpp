@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
@@ -287,38 +288,6 @@ Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vecto
   return Status::Ok();
 }
 
-// The gap test: near[i] = 1 when a candidate representative lies within bound_m of pts[i]. Only
-// unexplained points come here, and it needs a yes or no, not every such candidate: a point stops
-// at its first hit and tries the previous point's hit first (points come in voxel order, so
-// neighbours often lean on one map voxel). Deterministic on the CPU for either backend: it
-// decides the bitstream.
-// nb: the voxels per axis that bound_m reaches, at most grid.max_nb().
-std::vector<uint8_t> NearCandidates(const std::vector<Eigen::Vector3f>& pts,
-                                    const kernels::Rigid& T_map_sensor, const Candidates& cand,
-                                    const SortedGrid& grid, double bound_m, int nb) {
-  const float* sensor = cand.sensor.empty() ? nullptr : cand.sensor[0].data();
-  const double bound2 = bound_m * bound_m;
-  std::vector<uint8_t> near(pts.size(), 0);
-  int32_t last_hit = -1;
-  ForEachPointNeighbourhood(
-      pts, T_map_sensor, grid, cand.resolution_m, nb,
-      [&](uint32_t i, const std::vector<int32_t>& around) {
-        const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-        if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
-          near[i] = 1;
-          return;
-        }
-        for (int32_t j : around) {
-          if (kernels::Explains(sensor, j, p, bound2)) {
-            near[i] = 1;
-            last_hit = j;
-            return;
-          }
-        }
-      });
-  return near;
-}
-
 // The second gap test, for the points the first left out: a point on a map surface between two
 // of the map's samples along its azimuth -- mostly ground between the scan rings of the map's
 // source frames, metres apart at 20-50 m, where the first test's radius cannot reach. Per column of
@@ -483,10 +452,14 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const int nb = int(std::ceil((tol - kMarginM) / res));
   const double gap_m = params.gap_factor * tol;
   const int gap_nb = int(std::ceil(gap_m / res));
-  // One sorted grid of the candidates' keys serves the classification and the gap test.
-  const SortedGrid grid(VoxelKeys(cand.voxels), std::max(nb, gap_nb), 0);
+  // On the CPU one sorted grid of the candidates' keys serves the classification and the gap
+  // test; the CUDA kernels look keys up in cand.index instead.
+  std::unique_ptr<SortedGrid> grid;
+  if (params.backend == Backend::kCpu) {
+    grid = std::make_unique<SortedGrid>(VoxelKeys(cand.voxels), std::max(nb, gap_nb), 0);
+  }
   std::vector<uint8_t> selected, explained;
-  DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), &grid, &cand.index,
+  DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), grid.get(), &cand.index,
                                     cand.sensor, res, nb, bound2, select_m * select_m, &explained,
                                     &selected));
   std::vector<Eigen::Vector3f> unexplained;
@@ -501,10 +474,14 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   }
   for (uint8_t s : selected) rep->selected_voxels += s;
   // The decoder never repeats the gap test: it reads which octree a cell is in.
-  std::vector<uint8_t> near_map =
-      params.gap_factor > 0 ? NearCandidates(unexplained, RigidOf(R, t), cand, grid, gap_m, gap_nb)
-                            : std::vector<uint8_t>(unexplained.size(), 0);
-  if (params.gap_factor > 0) MarkOnMapSurface(unexplained, cand, gap_m, &near_map);
+  // The first gap test: a candidate representative within gap_m of the point.
+  std::vector<uint8_t> near_map(unexplained.size(), 0);
+  if (params.gap_factor > 0) {
+    DV_RETURN_IF_ERROR(MarkNearCandidates(params.backend, unexplained, RigidOf(R, t), grid.get(),
+                                          &cand.index, cand.sensor, res, gap_nb, gap_m * gap_m,
+                                          &near_map));
+    MarkOnMapSurface(unexplained, cand, gap_m, &near_map);
+  }
   std::vector<Eigen::Vector3f> residual, gap;
   std::vector<float> residual_i, gap_i;
   for (size_t i = 0; i < unexplained.size(); ++i) {

@@ -103,6 +103,47 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   return Status::Ok();
 }
 
+Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& pts,
+                          const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
+                          [[maybe_unused]] const VoxelHash* index,
+                          const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m,
+                          int nb, double bound2, std::vector<uint8_t>* near) {
+  near->assign(pts.size(), 0);
+  if (backend == Backend::kCuda) {
+#ifdef DEJAVIEW_HAVE_CUDA
+    if (!index) return Status::InvalidArgument("near candidates: the CUDA backend needs the hash");
+    return cuda::MarkNearCandidates(Floats(pts), pts.size(), T_map_sensor, index->view(),
+                                    index->slots(), Floats(candidate_sensor),
+                                    candidate_sensor.size(), voxel_m, nb, bound2, near->data());
+#else
+    return NoCuda();
+#endif
+  }
+  if (!grid || grid->max_nb() < nb) {
+    return Status::InvalidArgument("near candidates: the CPU needs a sorted grid of max_nb >= " +
+                                   std::to_string(nb));
+  }
+  const float* sensor = Floats(candidate_sensor);
+  // Neighbouring points are mostly near the same candidate: the last one found is tried first.
+  int32_t last_hit = -1;
+  ForEachPointNeighbourhood(
+      pts, T_map_sensor, *grid, voxel_m, nb, [&](uint32_t i, const std::vector<int32_t>& around) {
+        const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+        if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
+          (*near)[i] = 1;
+          return;
+        }
+        for (int32_t j : around) {
+          if (kernels::Explains(sensor, j, p, bound2)) {
+            (*near)[i] = 1;
+            last_hit = j;
+            return;
+          }
+        }
+      });
+  return Status::Ok();
+}
+
 Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& voxels, double voxel_m,
                          const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
                          const kernels::AngularGrid& grid, Projection* out) {

@@ -54,6 +54,16 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       double voxel_m, int nb, double bound2, double select2,
                       std::vector<uint8_t>* explained, std::vector<uint8_t>* selected);
 
+// Encode's first gap test, for the points ClassifyPoints left unexplained: near[i] = 1 when some
+// candidate whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor pts[i] has
+// its representative within sqrt(bound2) of pts[i]. An existence test, free of order: both
+// backends give the same marks by construction. grid / index as for ClassifyPoints.
+Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& pts,
+                          const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
+                          const VoxelHash* index,
+                          const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m,
+                          int nb, double bound2, std::vector<uint8_t>* near);
+
 // DeriveCandidates' projection: each voxel's representative in the sensor frame (as float, as
 // the decoder emits it), its range, its cell in `grid` (-1 outside), and per cell the nearest
 // range (1e300 where no candidate falls).

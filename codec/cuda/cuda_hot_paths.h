@@ -22,6 +22,12 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
                       size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
                       uint8_t* explained, uint8_t* selected);
 
+// As ClassifyPoints; near: n (written whole).
+Status MarkNearCandidates(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
+                          const kernels::HashView& index, size_t slots, const float* sensor,
+                          size_t candidates, double voxel_m, int32_t nb, double bound2,
+                          uint8_t* near);
+
 // voxels: n records laid out as kernels::VoxelRecord; T: R_map_sensor, t_map_sensor. sensor:
 // n x 3 floats; range, cell: n; nearest: grid.rows * grid.cols (all written whole).
 Status ProjectCandidates(const void* voxels, size_t n, double voxel_m, const kernels::Rigid& T,

@@ -137,6 +137,29 @@ __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
   explained[i] = e;
 }
 
+// Whether any candidate around the point is within the bound: the search stops at the first.
+__global__ void NearKernel(const float* pts, size_t n, kernels::Rigid T, kernels::HashView index,
+                           const float* sensor, double voxel_m, int32_t nb, double bound2,
+                           uint8_t* near) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const double p[3] = {double(pts[3 * i]), double(pts[3 * i + 1]), double(pts[3 * i + 2])};
+  int32_t k[3];
+  uint8_t found = 0;
+  if (kernels::NeighbourhoodKey(T, p, voxel_m, nb, k)) {
+    for (int dx = -nb; dx <= nb && !found; ++dx) {
+      for (int dy = -nb; dy <= nb && !found; ++dy) {
+        for (int dz = -nb; dz <= nb && !found; ++dz) {
+          const int32_t j =
+              kernels::HashFind(index, kernels::PackKey(k[0] + dx, k[1] + dy, k[2] + dz));
+          found = j >= 0 && kernels::Explains(sensor, j, p, bound2);
+        }
+      }
+    }
+  }
+  near[i] = found;
+}
+
 __global__ void FillKernel(unsigned long long* a, size_t n, unsigned long long v) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) a[i] = v;
@@ -200,6 +223,27 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
   }
   DV_RETURN_IF_ERROR(d_explained.Download(explained, n));
   DV_RETURN_IF_ERROR(d_selected.Download(selected, candidates));
+  return Finish();
+}
+
+Status MarkNearCandidates(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
+                          const kernels::HashView& index, size_t slots, const float* sensor,
+                          size_t candidates, double voxel_m, int32_t nb, double bound2,
+                          uint8_t* near) {
+  DeviceArray<float> d_pts, d_sensor;
+  DeviceArray<uint8_t> d_near;
+  DeviceHash d_index;
+  DV_RETURN_IF_ERROR(d_pts.Upload(pts, 3 * n));
+  DV_RETURN_IF_ERROR(d_sensor.Upload(sensor, 3 * candidates));
+  DV_RETURN_IF_ERROR(d_index.Upload(index, slots));
+  DV_RETURN_IF_ERROR(d_near.Reserve(n));
+  if (n > 0) {
+    NearKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(d_pts.get(), n, T_map_sensor,
+                                                                 d_index.view, d_sensor.get(),
+                                                                 voxel_m, nb, bound2, d_near.get());
+    DV_RETURN_IF_ERROR(Launched());
+  }
+  DV_RETURN_IF_ERROR(d_near.Download(near, n));
   return Finish();
 }
 

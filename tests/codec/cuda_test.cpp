@@ -177,6 +177,22 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
       for (uint8_t e : cpu_e) explained += e;
       EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
     }
+    // The gap test over every point (Encode asks only about the unexplained ones).
+    const double gap = 0.2 * nb - 1e-4;
+    std::vector<uint8_t> cpu_near, cuda_near;
+    const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
+    const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
+    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
+                                   nb, gap * gap, &cpu_near)
+                    .ok());
+    ASSERT_TRUE(MarkNearCandidates(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index,
+                                   cand.sensor, 0.2, nb, gap * gap, &cuda_near)
+                    .ok());
+    EXPECT_EQ(cpu_near, cuda_near) << "nb " << nb;
+    size_t near = 0;
+    for (uint8_t e : cpu_near) near += e;
+    EXPECT_GT(near, frame.size() / 2) << "nb " << nb;
+    EXPECT_LT(near, frame.size()) << "nb " << nb;
   }
 
   std::vector<Eigen::Vector3d> map_pts(n), source;

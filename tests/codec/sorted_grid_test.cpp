@@ -2,8 +2,11 @@
 // it in (dx, dy, dz) order, item order within a voxel, at most per_cell per voxel.
 #include "sorted_grid.h"
 
+#include "hot_paths.h"
+
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -84,6 +87,49 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
 TEST(SortedGrid, NoItemsListsNoQueries) {
   const SortedGrid grid({}, 1, 0);
   EXPECT_TRUE(grid.Sort({1, 2, 3}, {1}, 1).index.empty());
+}
+
+// Encode's first gap test (hot_paths.h) on the CPU: a point is marked exactly when some candidate
+// lies within the bound, however the grid lists them.
+TEST(MarkNearCandidates, MarksAPointExactlyWhenACandidateIsWithinTheBound) {
+  std::mt19937 rng(11);
+  const double voxel = 0.2;
+  std::uniform_real_distribution<float> u(-3, 3);
+  std::vector<Eigen::Vector3f> cand, pts;
+  std::vector<int32_t> keys;
+  for (int i = 0; i < 400; ++i) {
+    cand.emplace_back(u(rng), u(rng), u(rng) / 4);
+    for (int a = 0; a < 3; ++a) keys.push_back(int32_t(std::floor(cand.back()[a] / voxel)));
+  }
+  for (int i = 0; i < 3000; ++i) pts.emplace_back(u(rng), u(rng), u(rng) / 4);
+  const kernels::Rigid identity{{1, 0, 0, 0, 1, 0, 0, 0, 1}, {0, 0, 0}};
+  for (int nb : {1, 2}) {
+    const double bound = nb * voxel - 1e-4;
+    const SortedGrid grid(keys, nb, 0);
+    std::vector<uint8_t> near;
+    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, pts, identity, &grid, nullptr, cand, voxel, nb,
+                                   bound * bound, &near)
+                    .ok());
+    ASSERT_EQ(near.size(), pts.size());
+    size_t marked = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      bool want = false;
+      for (const Eigen::Vector3f& c : cand) {
+        want |= (c.cast<double>() - pts[i].cast<double>()).squaredNorm() <= bound * bound;
+      }
+      ASSERT_EQ(near[i], uint8_t(want)) << "nb " << nb << " point " << i;
+      marked += want;
+    }
+    // Both outcomes occur, so the comparison can fail either way.
+    EXPECT_GT(marked, pts.size() / 20) << "nb " << nb;
+    EXPECT_LT(marked, pts.size() - pts.size() / 20) << "nb " << nb;
+  }
+  std::vector<uint8_t> near;
+  const SortedGrid small(keys, 1, 0);
+  EXPECT_EQ(MarkNearCandidates(Backend::kCpu, pts, identity, &small, nullptr, cand, voxel, 2, 0.1,
+                               &near)
+                .message(),
+            "near candidates: the CPU needs a sorted grid of max_nb >= 2");
 }
 
 }  // namespace
