@@ -3,6 +3,7 @@
 #include "dejaview/codec/codec.h"
 
 #include <Eigen/Geometry>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -423,12 +424,21 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   const double radius_m = double(radius_dm) / 10;
   // Only the CUDA kernels look voxel keys up in a hash; the CPU sorts them (sorted_grid.h).
   const unsigned hashed = params.backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u;
+  auto lap_start = std::chrono::steady_clock::now();
+  auto lap = [&](const char* stage) {
+    const auto now = std::chrono::steady_clock::now();
+    rep->stage_ms.emplace_back(stage,
+                               std::chrono::duration<double, std::milli>(now - lap_start).count());
+    lap_start = now;
+  };
   Candidates around_prior;
   DV_RETURN_IF_ERROR(DeriveCandidates(map, prior.linear(), prior.translation(),
                                       radius_m + kRegistrationSlackM, &around_prior, hashed,
                                       params.backend));
+  lap("candidates around the prior");
   DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
                       RegisterFrame(pts, around_prior, prior, params.backend));
+  lap("registration");
   rep->registration_correspondences = reg.correspondences;
   Header h = base;
   h.mode = kModeDelta;
@@ -441,6 +451,7 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   DV_RETURN_IF_ERROR(
       DeriveCandidates(map, R, t, radius_m, &cand, hashed | kCandidateProjection, params.backend));
   rep->candidates = cand.voxels.size();
+  lap("candidates");
 
   // A point is explained when a candidate's decoded representative is within the tolerance. Its
   // nearest such candidate is selected, and so is every candidate within select_factor of the
@@ -462,6 +473,7 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), grid.get(), &cand.index,
                                     cand.sensor, res, nb, bound2, select_m * select_m, &explained,
                                     &selected));
+  lap("classification");
   std::vector<Eigen::Vector3f> unexplained;
   std::vector<float> unexplained_i;
   for (size_t i = 0; i < pts.size(); ++i) {
@@ -490,12 +502,14 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   }
   rep->residual_points = residual.size();
   rep->gap_points = gap.size();
+  lap("gap tests");
 
   ByteWriter map_section;
   map_section.Varint(radius_dm);
   const std::vector<uint8_t> bits = EncodeSelection(cand, selected, SelectionModelOf(h.version));
   map_section.Bytes(bits.data(), bits.size());
   h.sections.emplace_back(kMapSelection, map_section.Take());
+  lap("selection coding");
   DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
                                      kResidualGeometry, kResidualIntensity, &h));
   // Each gap cell holds an original point and its centre is within T of every point in it, as
@@ -503,6 +517,7 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   DV_RETURN_IF_ERROR(AddCellSections(gap, gap_i, CellStep(tol), params.intensity, kGapGeometry,
                                      kGapIntensity, &h));
   std::vector<uint8_t> bytes = WriteContainer(h);
+  lap("octree coding");
   Report(h, rep);
   if (double(rep->explained_points) < params.min_explained_fraction * double(pts.size())) {
     DV_ASSIGN_OR_RETURN(std::vector<uint8_t> fallback, intra());

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dejaview/base/drive.h"
@@ -47,6 +48,8 @@ void Check(const Status& s) {
 // The work of one frame's hot paths, as Encode runs them, on one backend.
 struct Times {
   std::vector<double> project, classify, correspond, encode;
+  // Encode's stages (EncodeReport::stage_ms), in the order of the first frame.
+  std::vector<std::pair<std::string, std::vector<double>>> stages;
 };
 
 }  // namespace
@@ -135,11 +138,16 @@ int main(int argc, char** argv) {
         std::vector<int32_t> best;
         for (int it = 0; it < 13; ++it) Check((*search)->Find(source, T, it >= 8, 0.25, &best));
       }));
+      EncodeReport rep;
       t[b].encode.push_back(Ms([&] {
-        auto enc = Encode(*cloud, prior, {i, 0, 0}, p, map->get());
+        auto enc = Encode(*cloud, prior, {i, 0, 0}, p, map->get(), &rep);
         Check(enc.status());
         bytes[b] = std::move(*enc);
       }));
+      for (size_t k = 0; k < rep.stage_ms.size(); ++k) {
+        if (k == t[b].stages.size()) t[b].stages.push_back({rep.stage_ms[k].first, {}});
+        t[b].stages[k].second.push_back(rep.stage_ms[k].second);
+      }
     }
     ++frames;
     identical += backends.size() == 2 && bytes[0] == bytes[1];
@@ -162,6 +170,17 @@ int main(int argc, char** argv) {
       std::printf("%-34s %10.2f %10.2f %8.1fx\n", r.name, c, g, g > 0 ? c / g : 0.0);
     } else {
       std::printf("%-34s %10.2f %10s %9s\n", r.name, c, "-", "-");
+    }
+  }
+  // Encode's own stages: what the backend moved, and what stays on the CPU.
+  for (size_t k = 0; k < t[0].stages.size(); ++k) {
+    const std::string name = "  " + t[0].stages[k].first;
+    const double c = Median(t[0].stages[k].second);
+    if (cuda.ok() && k < t[1].stages.size()) {
+      const double g = Median(t[1].stages[k].second);
+      std::printf("%-34s %10.2f %10.2f %8.1fx\n", name.c_str(), c, g, g > 0 ? c / g : 0.0);
+    } else {
+      std::printf("%-34s %10.2f %10s %9s\n", name.c_str(), c, "-", "-");
     }
   }
   if (cuda.ok()) {

@@ -67,6 +67,9 @@ struct EncodeReport {
   std::vector<std::pair<std::string, size_t>> section_bytes;
   Pose T_map_sensor = Pose::Identity();  // the refined, quantised pose written in the payload
   size_t registration_correspondences = 0;
+  // Wall-clock milliseconds of each stage of a delta encode, in order (empty for intra): where a
+  // backend's time goes (tests/codec/cuda_timing.cpp prints them).
+  std::vector<std::pair<std::string, double>> stage_ms;
 };
 
 StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& T_map_sensor_prior,
