@@ -59,6 +59,25 @@ kernels::Rigid RigidOf(const Eigen::Matrix3d& R, const Eigen::Vector3d& t) {
   return T;
 }
 
+Status IndexKeys(Backend backend, const std::vector<maps::MapVoxel>& voxels, VoxelHash* index) {
+  *index = VoxelHash(voxels.size());
+  if (backend == Backend::kCuda) {
+#ifdef DEJAVIEW_HAVE_CUDA
+    std::vector<uint64_t> packed(voxels.size());
+    for (size_t i = 0; i < voxels.size(); ++i) packed[i] = PackKey(voxels[i].key);
+    const kernels::HashView v = index->view();
+    DV_RETURN_IF_ERROR(cuda::IndexKeys(packed.data(), packed.size(), index->slots(), v.shift,
+                                       index->keys_data(), index->values_data()));
+    index->set_size(voxels.size());
+    return Status::Ok();
+#else
+    return NoCuda();
+#endif
+  }
+  for (size_t i = 0; i < voxels.size(); ++i) index->Insert(PackKey(voxels[i].key), int32_t(i));
+  return Status::Ok();
+}
+
 std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels) {
   std::vector<int32_t> keys(3 * voxels.size());
   for (size_t j = 0; j < voxels.size(); ++j) {

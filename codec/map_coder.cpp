@@ -90,9 +90,10 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
                             }),
              ball.end());
   const size_t count = out->voxels.size();
-  out->index = VoxelHash(with_index ? count : 0);
   if (with_index) {
-    for (size_t i = 0; i < count; ++i) out->index.Insert(PackKey(out->voxels[i].key), int32_t(i));
+    DV_RETURN_IF_ERROR(IndexKeys(backend, out->voxels, &out->index));
+  } else {
+    out->index = VoxelHash(0);
   }
   out->sensor.clear();
   out->context.clear();

@@ -42,6 +42,11 @@ class VoxelHash {
   int32_t Find(uint64_t key) const { return kernels::HashFind(view(), key); }
 
   kernels::HashView view() const { return {keys_.data(), values_.data(), mask_, shift_}; }
+  // For a table filled elsewhere (the CUDA backend's IndexKeys, hot_paths.h): its arrays, of
+  // slots() entries with view()'s mask and shift, then how many keys it holds.
+  uint64_t* keys_data() { return keys_.data(); }
+  int32_t* values_data() { return values_.data(); }
+  void set_size(size_t n) { size_ = n; }
   size_t slots() const { return keys_.size(); }
   size_t size() const { return size_; }
 

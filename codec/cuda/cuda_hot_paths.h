@@ -15,6 +15,12 @@ namespace dv::codec::cuda {
 // Ok when a CUDA device is usable; otherwise why not ("no CUDA device: ...").
 Status DeviceAvailable();
 
+// Fills a hash table of `slots` slots (a power of two, mask slots - 1, `shift` as
+// kernels::HashSlot takes it) with packed[i] -> i for i < n, the keys distinct; keys and values:
+// host arrays of `slots`, written whole (empty slots: kernels::kEmptyKey and -1).
+Status IndexKeys(const uint64_t* packed, size_t n, size_t slots, int32_t shift, uint64_t* keys,
+                 int32_t* values);
+
 // pts: n x 3 floats; sensor: candidates x 3 floats; the hash has `slots` slots. explained: n,
 // selected: candidates (both written whole).
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,

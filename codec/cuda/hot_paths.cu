@@ -160,6 +160,24 @@ __global__ void NearKernel(const float* pts, size_t n, kernels::Rigid T, kernels
   near[i] = found;
 }
 
+// Linear probing as VoxelHash::Insert, the empty slot claimed by a compare-and-swap: which of two
+// colliding keys gets the first slot depends on timing, what a look-up finds does not.
+__global__ void InsertKernel(const uint64_t* packed, size_t n, unsigned long long* keys,
+                             int32_t* values, uint64_t mask, int32_t shift) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const unsigned long long key = packed[i], empty = kernels::kEmptyKey;
+  uint64_t s = kernels::HashSlot(key, shift, mask);
+  for (;;) {
+    const unsigned long long prev = atomicCAS(&keys[s], empty, key);
+    if (prev == empty || prev == key) {
+      values[s] = int32_t(i);
+      return;
+    }
+    s = (s + 1) & mask;
+  }
+}
+
 __global__ void FillKernel(unsigned long long* a, size_t n, unsigned long long v) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) a[i] = v;
@@ -223,6 +241,36 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
   }
   DV_RETURN_IF_ERROR(d_explained.Download(explained, n));
   DV_RETURN_IF_ERROR(d_selected.Download(selected, candidates));
+  return Finish();
+}
+
+Status IndexKeys(const uint64_t* packed, size_t n, size_t slots, int32_t shift, uint64_t* keys,
+                 int32_t* values) {
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "64-bit keys");
+  // A table at most half full (VoxelHash's sizing), so every probe sequence ends.
+  if (slots == 0 || (slots & (slots - 1)) != 0 || 2 * n > slots) {
+    return Status::InvalidArgument("cuda: IndexKeys: table of " + std::to_string(slots) +
+                                   " slots for " + std::to_string(n) + " keys");
+  }
+  DeviceArray<uint64_t> d_packed;
+  DeviceArray<unsigned long long> d_keys;
+  DeviceArray<int32_t> d_values;
+  DV_RETURN_IF_ERROR(d_packed.Upload(packed, n));
+  DV_RETURN_IF_ERROR(d_keys.Reserve(slots));
+  DV_RETURN_IF_ERROR(d_values.Reserve(slots));
+  // All ones: kEmptyKey in every key, -1 in every value.
+  DV_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(d_keys.get(), 0xff, slots * sizeof(uint64_t), cudaStreamPerThread));
+  DV_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(d_values.get(), 0xff, slots * sizeof(int32_t), cudaStreamPerThread));
+  if (n > 0) {
+    InsertKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(d_packed.get(), n, d_keys.get(),
+                                                                   d_values.get(), slots - 1, shift);
+    DV_RETURN_IF_ERROR(Launched());
+  }
+  DV_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys, d_keys.get(), slots * sizeof(uint64_t),
+                                          cudaMemcpyDeviceToHost, cudaStreamPerThread));
+  DV_RETURN_IF_ERROR(d_values.Download(values, slots));
   return Finish();
 }
 

@@ -142,6 +142,23 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
   ASSERT_TRUE(DeriveCandidates(map_, T.linear(), T.translation(), 90, &cand).ok());
   ASSERT_GT(cand.voxels.size(), 10000u);
 
+  // The candidates' index built on the device answers every look-up as the CPU's: each key its
+  // own index, and a key next to each one (in or out of the set) the same in both.
+  VoxelHash cpu_index(0), cuda_index(0);
+  ASSERT_TRUE(IndexKeys(Backend::kCpu, cand.voxels, &cpu_index).ok());
+  ASSERT_TRUE(IndexKeys(Backend::kCuda, cand.voxels, &cuda_index).ok());
+  ASSERT_EQ(cuda_index.slots(), cpu_index.slots());
+  EXPECT_EQ(cuda_index.size(), cand.voxels.size());
+  size_t absent = 0;
+  for (size_t i = 0; i < cand.voxels.size(); ++i) {
+    const maps::VoxelKey k = cand.voxels[i].key;
+    ASSERT_EQ(cuda_index.Find(PackKey(k)), int32_t(i));
+    const uint64_t next = PackKey(maps::VoxelKey(k.x(), k.y() + 1, k.z() + 1));
+    ASSERT_EQ(cuda_index.Find(next), cpu_index.Find(next)) << "voxel " << i;
+    absent += cpu_index.Find(next) < 0;
+  }
+  EXPECT_GT(absent, 0u);
+
   const kernels::AngularGrid grid{1024, 80, -0.45, 0.11};
   Projection cpu_proj, cuda_proj;
   ASSERT_TRUE(ProjectCandidates(Backend::kCpu, cand.voxels, 0.2, T.linear(), T.translation(), grid,
