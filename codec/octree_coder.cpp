@@ -114,6 +114,82 @@ struct IntensityModel {
 
 }  // namespace
 
+void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f>* points,
+                      std::vector<float>* intensity) {
+  const size_t n = points->size();
+  // Each point's cell, numbered in the order of first points; the cells' points listed by cell.
+  std::vector<int32_t> cell_of(n);
+  std::vector<maps::VoxelKey> keys;
+  VoxelHash cells(n / 2 + 16);
+  for (size_t i = 0; i < n; ++i) {
+    maps::VoxelKey k;
+    for (int a = 0; a < 3; ++a) {
+      const double f = std::floor(double((*points)[i][a]) / step_m);
+      if (!(std::fabs(f) < kPackBias - 3)) return;  // the neighbours' keys must pack too
+      k[a] = int32_t(f);
+    }
+    const int32_t id = int32_t(keys.size());
+    cell_of[i] = cells.Insert(PackKey(k), id);
+    if (cell_of[i] == id) keys.push_back(k);
+  }
+  std::vector<int32_t> start(keys.size() + 1, 0), members(n);
+  for (int32_t c : cell_of) ++start[size_t(c) + 1];
+  for (size_t c = 1; c < start.size(); ++c) start[c] += start[c - 1];
+  std::vector<int32_t> fill(start.begin(), start.end() - 1);
+  for (size_t i = 0; i < n; ++i) members[size_t(fill[size_t(cell_of[i])]++)] = int32_t(i);
+
+  // A cell's decoded centre, per axis, as DecodeCells places it.
+  auto centre = [&](int32_t k) { return double(float((double(k) + 0.5) * step_m)); };
+  const double bound2 = bound_m * bound_m;
+  std::vector<uint8_t> kept(keys.size(), 1), locked(keys.size(), 0);
+  std::vector<int32_t> coverers;
+  for (size_t c = 0; c < keys.size(); ++c) {
+    if (locked[c]) continue;
+    const maps::VoxelKey& k = keys[c];
+    coverers.clear();
+    bool all = true;
+    for (int32_t m = start[c]; m < start[c + 1] && all; ++m) {
+      const Eigen::Vector3f& p = (*points)[size_t(members[size_t(m)])];
+      // Per axis, the neighbour offsets whose centre can lie within the bound along that axis.
+      int lo[3], hi[3];
+      for (int a = 0; a < 3; ++a) {
+        lo[a] = double(p[a]) - centre(k[a] - 1) <= bound_m ? -1 : 0;
+        hi[a] = centre(k[a] + 1) - double(p[a]) <= bound_m ? 1 : 0;
+      }
+      bool covered = false;
+      for (int dx = lo[0]; dx <= hi[0] && !covered; ++dx) {
+        for (int dy = lo[1]; dy <= hi[1] && !covered; ++dy) {
+          for (int dz = lo[2]; dz <= hi[2] && !covered; ++dz) {
+            if (dx == 0 && dy == 0 && dz == 0) continue;
+            const maps::VoxelKey q(k.x() + dx, k.y() + dy, k.z() + dz);
+            const int32_t b = cells.Find(PackKey(q));
+            if (b < 0 || !kept[size_t(b)]) continue;
+            const double ex = centre(q.x()) - double(p.x()), ey = centre(q.y()) - double(p.y()),
+                         ez = centre(q.z()) - double(p.z());
+            if (ex * ex + ey * ey + ez * ez <= bound2) {
+              covered = true;
+              coverers.push_back(b);
+            }
+          }
+        }
+      }
+      all = covered;
+    }
+    if (!all) continue;
+    kept[c] = 0;
+    for (int32_t b : coverers) locked[size_t(b)] = 1;
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!kept[size_t(cell_of[i])]) continue;
+    (*points)[out] = (*points)[i];
+    (*intensity)[out] = (*intensity)[i];
+    ++out;
+  }
+  points->resize(out);
+  intensity->resize(out);
+}
+
 Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
                    double step_m, bool with_intensity, Adaptation adaptation,
                    std::vector<uint8_t>* geometry, std::vector<uint8_t>* intensity_bytes,

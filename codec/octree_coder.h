@@ -31,6 +31,15 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
                    size_t intensity_size, double step_m, bool with_intensity, Adaptation adaptation,
                    size_t max_cells, CellCloud* cells);
 
+// Encoder only: drops the cells (of side step_m, keyed as EncodeCells keys them) whose every point
+// lies within bound_m of the decoded centre of a neighbouring cell that stays, and returns the
+// points of the cells that stay (with their intensities, in their order). Fewer cells to code,
+// and every point still has a decoded point within bound_m. A cell whose centre covers a point of
+// a dropped cell stays for good; cells are visited in the order of their first points. Keys
+// outside the voxel hash's range leave the points as they are.
+void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f>* points,
+                      std::vector<float>* intensity);
+
 // Intensity quantisation shared by every section: 6 bits over KITTI's [0, 1] reflectance.
 inline uint8_t QuantizeIntensity6(float v) {
   const float c = v < 0 ? 0 : (v > 1 ? 1 : v);

@@ -12,6 +12,7 @@
 
 #include "hot_paths.h"
 #include "map_coder.h"
+#include "octree_coder.h"
 #include "registration.h"
 
 #include "../maps/scene.h"
@@ -664,6 +665,50 @@ TEST(VoxelHash, GrowsPastItsSizingHint) {
     ASSERT_EQ(h.Find(PackKey(maps::VoxelKey(i % 97, i / 97, i + 1))), -1);
   }
   EXPECT_EQ(h.size(), size_t(n));
+}
+
+// The encoder drops gap cells whose points a neighbouring cell's centre covers: every point must
+// still have a decoded centre within the bound, the kept points are the input's in order with
+// their intensities, and on scan-line-like chains some cells do go.
+TEST(Octree, DropCoveredCellsKeepsEveryPointWithinTheBound) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1), along(0, 6);
+  for (double T : {0.05, 0.1, 0.3}) {
+    const double bound = T - 1e-4, step = 2 * bound / std::sqrt(3.0);
+    std::vector<Eigen::Vector3f> pts;
+    std::vector<float> inten;
+    // Lines through the box at 1.5 cm spacing (scan rings) and scattered points.
+    for (int line = 0; line < 20; ++line) {
+      const Eigen::Vector3f o(u(rng), u(rng), u(rng) / 4),
+          d = Eigen::Vector3f::Random().normalized();
+      for (float t = 0; t < 2; t += 0.015f) pts.push_back(o + t * d);
+    }
+    for (int i = 0; i < 500; ++i) pts.emplace_back(along(rng) - 3, u(rng), u(rng));
+    for (size_t i = 0; i < pts.size(); ++i) inten.push_back(float(i % 64) / 63);
+    std::vector<Eigen::Vector3f> kept = pts;
+    std::vector<float> kept_i = inten;
+    DropCoveredCells(step, bound, &kept, &kept_i);
+    ASSERT_EQ(kept.size(), kept_i.size());
+    // A subsequence of the input, intensities alongside.
+    size_t j = 0;
+    for (size_t i = 0; i < pts.size() && j < kept.size(); ++i) {
+      if (pts[i] == kept[j] && inten[i] == kept_i[j]) ++j;
+    }
+    EXPECT_EQ(j, kept.size()) << "T " << T;
+    CellCloud all, left;
+    std::vector<uint8_t> g, in;
+    ASSERT_TRUE(EncodeCells(pts, inten, step, false, Adaptation::kCounted, &g, &in, &all).ok());
+    ASSERT_TRUE(EncodeCells(kept, kept_i, step, false, Adaptation::kCounted, &g, &in, &left).ok());
+    EXPECT_LT(left.centres.size(), all.centres.size() * 95 / 100) << "T " << T;
+    EXPECT_GT(left.centres.size(), all.centres.size() / 3) << "T " << T;
+    for (const Eigen::Vector3f& p : pts) {
+      double best = 1e9;
+      for (const Eigen::Vector3f& c : left.centres) {
+        best = std::min(best, (c.cast<double>() - p.cast<double>()).squaredNorm());
+      }
+      ASSERT_LE(std::sqrt(best), bound) << "T " << T;
+    }
+  }
 }
 
 // The selection coder's neighbour context comes from cursors inside tiles; it must name exactly
