@@ -22,11 +22,12 @@ namespace {
 
 constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
 // Version 2 added the gap sections (a version 1 decoder would skip them and break the bound).
-// Version 3, the one written, changes the statistics only: kCounted models in every range-coded
+// Version 3 changes the statistics only: kCounted models in every range-coded
 // stream and a context of each face neighbour's state for the selection bits. Every delta frame of
 // version 3 carries the gap sections (empty when no point is in the gap class). Versions 1 and 2
-// are still decoded, with their own models.
-constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3;
+// are still decoded, with their own models. Version 4, the one written, adds the causal
+// child-level neighbours to the octree sections' contexts (octree_coder.h, OctreeModel).
+constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -77,6 +78,10 @@ SelectionModel SelectionModelOf(uint8_t version) {
   return {AdaptationOf(version), version >= kVersionCounted};
 }
 
+OctreeModel OctreeModelOf(uint8_t version) {
+  return {AdaptationOf(version), version >= kVersionCausal};
+}
+
 uint64_t ZigZag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
 int64_t UnZigZag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
 
@@ -114,7 +119,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
-  uint8_t version = kVersionCounted;
+  uint8_t version = kVersionCausal;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -167,7 +172,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionCounted)) {
+  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionCausal)) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
@@ -282,8 +287,8 @@ Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vecto
                        double step_m, bool intensity, uint8_t geometry_id, uint8_t intensity_id,
                        Header* h) {
   std::vector<uint8_t> geometry, ibytes;
-  DV_RETURN_IF_ERROR(EncodeCells(pts, inten, step_m, intensity, AdaptationOf(h->version), &geometry,
-                                 &ibytes, nullptr));
+  DV_RETURN_IF_ERROR(EncodeCells(pts, inten, step_m, intensity, OctreeModelOf(h->version),
+                                 &geometry, &ibytes, nullptr));
   h->sections.emplace_back(geometry_id, std::move(geometry));
   if (intensity) h->sections.emplace_back(intensity_id, std::move(ibytes));
   return Status::Ok();
@@ -583,7 +588,7 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     }
     CellCloud c;
     DV_RETURN_IF_ERROR(DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0,
-                                   CellStep(bound_m), intensity, AdaptationOf(h.version),
+                                   CellStep(bound_m), intensity, OctreeModelOf(h.version),
                                    kMaxPointsPerFrame, &c)
                            .WithContext(std::string("delta: section ") + SectionName(gid)));
     AppendCells(c, intensity, source, &out);

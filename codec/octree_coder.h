@@ -19,16 +19,24 @@ struct CellCloud {
   std::vector<uint8_t> intensity;        // 6-bit quantised, one per centre (when coded)
 };
 
+// How occupancy bits are modelled (docs/delta-format.md, "Octree sections"): the models'
+// adaptation, and whether a bit's context also holds the causal child-level neighbours (version
+// 4: the cells at -x, -y, -z of the child, all coded before it).
+struct OctreeModel {
+  Adaptation adaptation;
+  bool causal = false;
+};
+
 // Quantises points into cells (mean intensity per cell) and codes them. Every point must lie
 // within the octree span (2^21 cells per axis) -- checked, InvalidArgument otherwise. `cells`
 // (optional) receives the decoded cloud exactly as the decoder will produce it.
-// `adaptation` is the models' (range_coder.h); the decoder must be given the encoder's.
+// The decoder must be given the encoder's model.
 Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
-                   double step_m, bool with_intensity, Adaptation adaptation,
+                   double step_m, bool with_intensity, OctreeModel model,
                    std::vector<uint8_t>* geometry, std::vector<uint8_t>* intensity_bytes,
                    CellCloud* cells);
 Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t* intensity_bytes,
-                   size_t intensity_size, double step_m, bool with_intensity, Adaptation adaptation,
+                   size_t intensity_size, double step_m, bool with_intensity, OctreeModel model,
                    size_t max_cells, CellCloud* cells);
 
 // Encoder only: drops the cells (of side step_m, keyed as EncodeCells keys them) whose every point

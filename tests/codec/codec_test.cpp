@@ -541,7 +541,7 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     }
     // The split moves unexplained points between the two octrees only.
     const size_t gap_cells = size_t(std::count(dec->source.begin(), dec->source.end(), 2));
-    EXPECT_EQ(bytes[4], 3) << "the encoder writes format version 3";
+    EXPECT_EQ(bytes[4], 4) << "the encoder writes format version 4";
     if (!c.with_map || c.gap_factor == 0) {
       EXPECT_EQ(rep.gap_points, 0u);
       EXPECT_EQ(gap_cells, 0u);
@@ -697,8 +697,10 @@ TEST(Octree, DropCoveredCellsKeepsEveryPointWithinTheBound) {
     EXPECT_EQ(j, kept.size()) << "T " << T;
     CellCloud all, left;
     std::vector<uint8_t> g, in;
-    ASSERT_TRUE(EncodeCells(pts, inten, step, false, Adaptation::kCounted, &g, &in, &all).ok());
-    ASSERT_TRUE(EncodeCells(kept, kept_i, step, false, Adaptation::kCounted, &g, &in, &left).ok());
+    ASSERT_TRUE(
+        EncodeCells(pts, inten, step, false, {Adaptation::kCounted, true}, &g, &in, &all).ok());
+    ASSERT_TRUE(
+        EncodeCells(kept, kept_i, step, false, {Adaptation::kCounted, true}, &g, &in, &left).ok());
     EXPECT_LT(left.centres.size(), all.centres.size() * 95 / 100) << "T " << T;
     EXPECT_GT(left.centres.size(), all.centres.size() / 3) << "T " << T;
     for (const Eigen::Vector3f& p : pts) {
@@ -744,8 +746,8 @@ TEST(Codec, PrecedingNeighboursMatchHashLookups) {
   EXPECT_GT(across, 0u);
 }
 
-// The bitstream is pinned. The encoder must write the committed version 3 files byte for byte,
-// and every committed file must decode within its bound: the version 1 and 2 files that earlier
+// The bitstream is pinned. The encoder must write the committed version 4 files byte for byte,
+// and every committed file must decode within its bound: the version 1-3 files that earlier
 // encoders wrote stay, so frames already in spools and stores keep decoding.
 // DEJAVIEW_UPDATE_GOLDEN=1 rewrites the files of the current version (a format change must also
 // bump the format version and keep the older files).
@@ -757,14 +759,17 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
     double gap_factor;
     uint8_t version;
   };
-  // Version 1: no gap sections; 2: gap sections; 3: kCounted models, face-state selection context.
+  // Version 1: no gap sections; 2: gap sections; 3: kCounted models, face-state selection context;
+  // 4: causal child-level neighbours in the octree contexts.
   for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
                           Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
                           Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
                           Golden{"golden_intra_v3.dvd", nullptr, 2, 3},
-                          Golden{"golden_delta_v3.dvd", map_.get(), 2, 3}}) {
+                          Golden{"golden_delta_v3.dvd", map_.get(), 2, 3},
+                          Golden{"golden_intra_v4.dvd", nullptr, 2, 4},
+                          Golden{"golden_delta_v4.dvd", map_.get(), 2, 4}}) {
     const std::string path = test::FixturePath(g.name);
-    if (g.version == 3) {
+    if (g.version == 4) {
       EncoderParams p;
       p.tolerance_m = 0.15;
       p.gap_factor = g.gap_factor;
@@ -823,9 +828,10 @@ TEST_F(StreetMap, GapSplitHoldsTheBoundOnPerturbedFrames) {
     const auto gap_cells = std::count(dec->source.begin(), dec->source.end(), 2);
     bool has_gap_section = false;
     for (const auto& [name, n] : dec->section_bytes) has_gap_section |= name == "gap";
-    // Version 3 delta frames always carry the gap sections, empty when the split is off.
+    // Delta frames of version 3 and later always carry the gap sections, empty when the split is
+    // off.
     EXPECT_TRUE(has_gap_section);
-    EXPECT_EQ(bytes[4], 3);
+    EXPECT_EQ(bytes[4], 4);
     if (gap_factor == 0) {
       unexplained = rep.residual_points;
       EXPECT_EQ(rep.gap_points, 0u);
