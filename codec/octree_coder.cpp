@@ -101,15 +101,19 @@ class LevelNeighbours {
 };
 
 // Versions 1-3: level x child x parent's neighbours touching the child x all six x siblings set
-// (0..4). Version 4: siblings set (0..2) and how many of the child's causal neighbours are occupied
-// (0..3; the cells at -x, -y, -z, coded before it, as in G-PCC's neighbour-dependent contexts). On
-// KITTI 00 that is 4-5% fewer intra bytes at T = 0.05-0.2 and 1-3% more delta ratio at T =
-// 0.05-0.1; each neighbour's own bit (8 states, not a count) gained 1% more on intra and lost 0.5%
-// more at T = 0.4, where the sections are small and every context must be learnt.
+// (0..4). Version 4, on levels of at least kMinCausalNodes nodes: siblings set (0..2) and how many
+// of the child's causal neighbours are occupied (0..3; the cells at -x, -y, -z, coded before it,
+// as in G-PCC's neighbour-dependent contexts); smaller levels keep the contexts of version 3. On
+// KITTI 00 that is 4.5% fewer intra bytes at T = 0.1 and 1.3-2.6% more delta ratio at T =
+// 0.05-0.1. On every level it gained 0.3% more at T = 0.05-0.1 and lost 0.4-0.6% at T = 0.4,
+// where the sections are small and every context must be learnt; each neighbour's own bit (8
+// states, not a count) gained 1% more on intra and lost 0.5% more at T = 0.4.
+constexpr size_t kMinCausalNodes = 1024;
+
 class OccupancyContexts {
  public:
-  explicit OccupancyContexts(bool causal)
-      : causal_(causal), m_(causal ? kBase * 3 * 4 : kBase * 5) {}
+  explicit OccupancyContexts(bool causal) : m_(causal ? kBase * 5 + kBase * 3 * 4 : kBase * 5) {}
+  // causal < 0: the context of versions 1-3.
   BitModel* Get(int d, int depth, int child, int flags, int siblings, int causal) {
     const int level = d == depth - 1 ? 0 : (d == depth - 2 ? 1 : 2);
     int touching = 0;
@@ -119,13 +123,12 @@ class OccupancyContexts {
     }
     const int total = __builtin_popcount(unsigned(flags));
     const size_t base = size_t(((level * 8 + child) * 4 + touching) * 7 + total);
-    if (!causal_) return &m_[base * 5 + size_t(std::min(siblings, 4))];
-    return &m_[(base * 3 + size_t(std::min(siblings, 2))) * 4 + size_t(causal)];
+    if (causal < 0) return &m_[base * 5 + size_t(std::min(siblings, 4))];
+    return &m_[kBase * 5 + (base * 3 + size_t(std::min(siblings, 2))) * 4 + size_t(causal)];
   }
 
  private:
   static constexpr size_t kBase = 3 * 8 * 4 * 7;
-  bool causal_;
   std::vector<BitModel> m_;
 };
 
@@ -299,6 +302,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
     const LevelNeighbours neighbours(parents);
     child_parent_occupancy.clear();
     occupancies.assign(parents.size(), 0);
+    const bool causal_level = model.causal && parents.size() >= kMinCausalNodes;
     for (size_t k = 0; k < parents.size(); ++k) {
       const uint64_t parent = parents[k];
       int occupancy = 0;
@@ -316,9 +320,9 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
       for (int child = 0; child < 8; ++child) {
         const int bit = (occupancy >> child) & 1;
         if (child == 7 && siblings == 0) break;  // an occupied node has at least one child
-        const int causal = model.causal ? CausalNeighbours(child, occupancy & ((1 << child) - 1),
+        const int causal = causal_level ? CausalNeighbours(child, occupancy & ((1 << child) - 1),
                                                            below, occupancies)
-                                        : 0;
+                                        : -1;
         rc.Encode(ctx.Get(d, depth, child, flags, siblings, causal), bit);
         siblings += bit;
       }
@@ -383,6 +387,7 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
     next.clear();
     next_parent_occupancy.clear();
     occupancies.assign(level.size(), 0);
+    const bool causal_level = model.causal && level.size() >= kMinCausalNodes;
     const LevelNeighbours neighbours(level);
     for (size_t k = 0; k < level.size(); ++k) {
       const uint64_t parent = level[k];
@@ -393,7 +398,7 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
         int bit = 1;
         if (child < 7 || siblings > 0) {
           const int causal =
-              model.causal ? CausalNeighbours(child, occupancy, below, occupancies) : 0;
+              causal_level ? CausalNeighbours(child, occupancy, below, occupancies) : -1;
           bit = rc.Decode(ctx.Get(d, depth, child, flags, siblings, causal));
         }
         if (bit) next.push_back(parent << 3 | uint64_t(child));

@@ -667,6 +667,37 @@ TEST(VoxelHash, GrowsPastItsSizingHint) {
   EXPECT_EQ(h.size(), size_t(n));
 }
 
+// Both octree models round-trip the same cells; version 4's causal contexts are in use (levels
+// of 1024 nodes or more: a surface and a scatter of 30 k points) and are what its decoder needs.
+TEST(Octree, BothModelsRoundTripAndDiffer) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-10, 10);
+  std::vector<Eigen::Vector3f> pts;
+  for (int i = 0; i < 30000; ++i) {
+    const float x = u(rng), y = u(rng);
+    pts.emplace_back(x, y, i % 3 == 0 ? u(rng) / 4 : 0.02f * x - 1.5f);
+  }
+  const std::vector<float> inten(pts.size(), 0.5f);
+  std::vector<uint8_t> bytes[2];
+  CellCloud encoded;
+  for (int causal = 0; causal < 2; ++causal) {
+    const OctreeModel model{Adaptation::kCounted, causal == 1};
+    CellCloud decoded;
+    std::vector<uint8_t> in;
+    ASSERT_TRUE(EncodeCells(pts, inten, 0.05, false, model, &bytes[causal], &in, &encoded).ok());
+    ASSERT_TRUE(DecodeCells(bytes[causal].data(), bytes[causal].size(), nullptr, 0, 0.05, false,
+                            model, pts.size(), &decoded)
+                    .ok());
+    EXPECT_EQ(decoded.centres, encoded.centres) << "causal " << causal;
+    EXPECT_GT(encoded.centres.size(), 20000u);
+  }
+  EXPECT_LT(bytes[1].size(), bytes[0].size());
+  CellCloud wrong;
+  const Status s = DecodeCells(bytes[1].data(), bytes[1].size(), nullptr, 0, 0.05, false,
+                               {Adaptation::kCounted, false}, pts.size(), &wrong);
+  EXPECT_TRUE(!s.ok() || wrong.centres != encoded.centres) << "the other model decoded it";
+}
+
 // The encoder drops gap cells whose points a neighbouring cell's centre covers: every point must
 // still have a decoded centre within the bound, the kept points are the input's in order with
 // their intensities, and on scan-line-like chains some cells do go.
