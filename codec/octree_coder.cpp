@@ -104,10 +104,10 @@ class LevelNeighbours {
 // (0..4). Version 4, on levels of at least kMinCausalNodes nodes: siblings set (0..2) and how many
 // of the child's causal neighbours are occupied (0..3; the cells at -x, -y, -z, coded before it,
 // as in G-PCC's neighbour-dependent contexts); smaller levels keep the contexts of version 3. On
-// KITTI 00 that is 4.5% fewer intra bytes at T = 0.1 and 1.3-2.6% more delta ratio at T =
-// 0.05-0.1. On every level it gained 0.3% more at T = 0.05-0.1 and lost 0.4-0.6% at T = 0.4,
+// KITTI 00 that is 4.2% fewer intra bytes at T = 0.1 and 1.3-2.6% more delta ratio at T =
+// 0.05-0.1. On every level it gained 0.4-0.5% more at T = 0.05-0.1 and lost 0.4-0.6% at T = 0.4,
 // where the sections are small and every context must be learnt; each neighbour's own bit (8
-// states, not a count) gained 1% more on intra and lost 0.5% more at T = 0.4.
+// states, not a count) saved up to 1% more intra bytes and lost 0.5% more at T = 0.4.
 constexpr size_t kMinCausalNodes = 1024;
 
 class OccupancyContexts {
