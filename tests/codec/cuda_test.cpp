@@ -202,8 +202,8 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
     ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
                                    nb, gap * gap, &cpu_near)
                     .ok());
-    ASSERT_TRUE(MarkNearCandidates(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index,
-                                   cand.sensor, 0.2, nb, gap * gap, &cuda_near)
+    ASSERT_TRUE(MarkNearCandidates(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index, cand.sensor,
+                                   0.2, nb, gap * gap, &cuda_near)
                     .ok());
     EXPECT_EQ(cpu_near, cuda_near) << "nb " << nb;
     size_t near = 0;

@@ -126,10 +126,10 @@ TEST(MarkNearCandidates, MarksAPointExactlyWhenACandidateIsWithinTheBound) {
   }
   std::vector<uint8_t> near;
   const SortedGrid small(keys, 1, 0);
-  EXPECT_EQ(MarkNearCandidates(Backend::kCpu, pts, identity, &small, nullptr, cand, voxel, 2, 0.1,
-                               &near)
-                .message(),
-            "near candidates: the CPU needs a sorted grid of max_nb >= 2");
+  EXPECT_EQ(
+      MarkNearCandidates(Backend::kCpu, pts, identity, &small, nullptr, cand, voxel, 2, 0.1, &near)
+          .message(),
+      "near candidates: the CPU needs a sorted grid of max_nb >= 2");
 }
 
 }  // namespace
