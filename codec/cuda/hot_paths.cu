@@ -265,7 +265,7 @@ Status IndexKeys(const uint64_t* packed, size_t n, size_t slots, int32_t shift, 
       cudaMemsetAsync(d_values.get(), 0xff, slots * sizeof(int32_t), cudaStreamPerThread));
   if (n > 0) {
     InsertKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(d_packed.get(), n, d_keys.get(),
-                                                                   d_values.get(), slots - 1, shift);
+                                                                  d_values.get(), slots - 1, shift);
     DV_RETURN_IF_ERROR(Launched());
   }
   DV_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys, d_keys.get(), slots * sizeof(uint64_t),
@@ -287,8 +287,8 @@ Status MarkNearCandidates(const float* pts, size_t n, const kernels::Rigid& T_ma
   DV_RETURN_IF_ERROR(d_near.Reserve(n));
   if (n > 0) {
     NearKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(d_pts.get(), n, T_map_sensor,
-                                                                 d_index.view, d_sensor.get(),
-                                                                 voxel_m, nb, bound2, d_near.get());
+                                                                d_index.view, d_sensor.get(),
+                                                                voxel_m, nb, bound2, d_near.get());
     DV_RETURN_IF_ERROR(Launched());
   }
   DV_RETURN_IF_ERROR(d_near.Download(near, n));
