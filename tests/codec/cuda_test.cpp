@@ -176,12 +176,13 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
       0);
 
   // nb 2 lists 125 voxels per point: the kernel's chunks of 32 are crossed.
+  const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
   for (int nb : {1, 2}) {
+    const double bound = 0.2 * nb - 1e-4;
+    const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
     for (double select : {0.0, 0.6, 1.0}) {
-      const double bound = 0.2 * nb - 1e-4, s2 = select * select * bound * bound;
+      const double s2 = select * select * bound * bound;
       std::vector<uint8_t> cpu_e, cpu_s, cuda_e, cuda_s;
-      const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
-      const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
       ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
                                  nb, bound * bound, s2, &cpu_e, &cpu_s)
                       .ok());
@@ -195,15 +196,12 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
       EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
     }
     // The gap test over every point (Encode asks only about the unexplained ones).
-    const double gap = 0.2 * nb - 1e-4;
     std::vector<uint8_t> cpu_near, cuda_near;
-    const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
-    const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
     ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
-                                   nb, gap * gap, &cpu_near)
+                                   nb, bound * bound, &cpu_near)
                     .ok());
     ASSERT_TRUE(MarkNearCandidates(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index, cand.sensor,
-                                   0.2, nb, gap * gap, &cuda_near)
+                                   0.2, nb, bound * bound, &cuda_near)
                     .ok());
     EXPECT_EQ(cpu_near, cuda_near) << "nb " << nb;
     size_t near = 0;
@@ -225,7 +223,6 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
   ASSERT_TRUE(cpu_search.ok() && cuda_search.ok()) << cuda_search.status().ToString();
   for (bool fine : {false, true}) {
     std::vector<int32_t> cpu_best, cuda_best;
-    const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
     const double max_d2 = fine ? 0.04 : 1.0;
     ASSERT_TRUE((*cpu_search)->Find(source, Tk, fine, max_d2, &cpu_best).ok());
     ASSERT_TRUE((*cuda_search)->Find(source, Tk, fine, max_d2, &cuda_best).ok());

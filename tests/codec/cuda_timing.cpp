@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     // The coarse grid's points follow the fine ones: as RegisterFrame's, the centroids of the
     // representatives in each 0.75 m voxel.
     std::map<std::array<int64_t, 3>, std::pair<Eigen::Vector3d, int>> patches;
-    for (const Eigen::Vector3d& q : std::vector<Eigen::Vector3d>(map_pts)) {
+    for (const Eigen::Vector3d& q : map_pts) {
       const Eigen::Vector3d k = (q / 0.75).array().floor();
       auto& acc = patches[{int64_t(k.x()), int64_t(k.y()), int64_t(k.z())}];
       if (acc.second++ == 0) acc.first.setZero();
