@@ -25,9 +25,11 @@ constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
 // Version 3 changes the statistics only: kCounted models in every range-coded
 // stream and a context of each face neighbour's state for the selection bits. Every delta frame of
 // version 3 carries the gap sections (empty when no point is in the gap class). Versions 1 and 2
-// are still decoded, with their own models. Version 4, the one written, adds the causal
-// child-level neighbours to the octree sections' contexts (octree_coder.h, OctreeModel).
-constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4;
+// are still decoded, with their own models. Version 4 adds the causal child-level neighbours to
+// the octree sections' contexts (octree_coder.h, OctreeModel). Version 5, the one written, models
+// the selection bits by the causal neighbours on the candidate's scan ring (map_coder.h).
+constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4,
+                  kVersionRing = 5;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -75,7 +77,9 @@ Adaptation AdaptationOf(uint8_t version) {
 }
 
 SelectionModel SelectionModelOf(uint8_t version) {
-  return {AdaptationOf(version), version >= kVersionCounted};
+  return {AdaptationOf(version), version >= kVersionRing      ? NeighbourContext::kRingNeighbours
+                                 : version >= kVersionCounted ? NeighbourContext::kFaceStates
+                                                              : NeighbourContext::kSelectedFaces};
 }
 
 OctreeModel OctreeModelOf(uint8_t version) {
@@ -119,7 +123,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
-  uint8_t version = kVersionCausal;
+  uint8_t version = kVersionRing;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -172,7 +176,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionCausal)) {
+  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionRing)) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);

@@ -7,33 +7,164 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "dejaview/codec/range_coder.h"
 #include "hot_paths.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 namespace dv::codec {
 namespace {
 
 constexpr int kCols = kAngularCols, kRows = 80;
 constexpr double kElevMin = -0.45, kElevMax = 0.11;  // radians, an HDL-64E's field plus margin
-constexpr int kVisStates = 4, kRangeStates = 4, kPersistStates = 4, kNeighbourStates = 27;
+constexpr int kVisStates = 4, kRangeStates = 4, kPersistStates = 4;
 constexpr int kStaticStates = kVisStates * kRangeStates * kPersistStates;
+// The most neighbour states of any model: 27 face states (versions 3, 4), 3 x 3 x 4 ring states
+// (5).
+constexpr int kNeighbourStates = 36;
 
-// Context from the face neighbours that precede a voxel in (x, y, z) order (more neighbours
-// cost more look-ups than they save bits). Version 3: each of the three is not coded (absent or
-// later), unselected or selected, 27 states. Versions 1 and 2: 0 none coded yet, else
-// 1 + min(selected, 3).
-int NeighbourState(const std::array<int32_t, 3>& prev, const std::vector<uint8_t>& selected,
-                   bool each_face) {
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof(b));
+  return b;
+}
+float FromBits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof(f));
+  return f;
+}
+
+constexpr uint32_t kSign = 0x80000000u, kInfinity = 0x7f800000u;
+
+// Bits set in a 16-bit value, by table: the portable x86-64 target has no popcnt instruction.
+int Popcount16(unsigned v) {
+  static constexpr auto kTable = [] {
+    std::array<uint8_t, 256> t{};
+    for (unsigned i = 1; i < 256; ++i) t[i] = uint8_t((i & 1) + t[i >> 1]);
+    return t;
+  }();
+  return kTable[v & 255] + kTable[(v >> 8) & 255];
+}
+
+// The context from the two least keys (see RingStateScalar) and the number selected.
+int RingContext(const float* h, const int32_t nb[kPaddedOffsets], uint32_t best, uint32_t level,
+                int sel) {
+  auto state = [&](uint32_t key) {
+    return (key & ~15u) == kInfinity ? 0 : 1 + int(Bits(h[nb[key & 15]]) >> 31);
+  };
+  return (state(best) * 3 + state(level)) * 4 + std::min(sel, 3);
+}
+
+}  // namespace
+
+// The nearest neighbour as the least of (distance's bits, offset) keys: non-negative floats order
+// as their bit patterns, distances within 16 float steps (2e-6 relative) tie and the lower offset
+// wins, and an absent neighbour is at infinity (h[-1]). Minima, not branches: which neighbour is
+// nearest is data, and mispredicted it costs more.
+int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
+  uint32_t key[kCausalOffsets];
+  int sel = 0;
+  const float hi = h[i];
+  for (int k = 0; k < kCausalOffsets; ++k) {
+    const uint32_t hj = Bits(h[nb[k]]);
+    key[k] = (Bits(std::fabs(FromBits(hj & ~kSign) - hi)) & ~15u) | uint32_t(k);
+    sel += int(hj >> 31);
+  }
+  // A tree of minima: a chain of 12 would be as long as its dependencies.
+  const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
+  const uint32_t rest = std::min(std::min(std::min(key[0], key[2]), std::min(key[3], key[5])),
+                                 std::min(std::min(key[6], key[8]), std::min(key[9], key[11])));
+  return RingContext(h, nb, std::min(std::min(level, rest), key[12]), level, sel);
+}
+
+#ifdef __SSE2__
+// The same keys four at a time (x86-64 always has SSE2): half the scalar version's instructions.
+// The three padding offsets (13..15, no neighbour) make keys above every real one.
+int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
+  alignas(16) float hv[kPaddedOffsets];
+  for (int k = 0; k < kPaddedOffsets; ++k) hv[k] = h[nb[k]];
+  const __m128 hi = _mm_set1_ps(h[i]);
+  const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(int(kSign)));
+  const __m128i low = _mm_set1_epi32(~15);
+  alignas(16) uint32_t key[kPaddedOffsets];
+  int selected = 0;
+  __m128i least = _mm_set1_epi32(0x7fffffff);
+  for (int v = 0; v < 4; ++v) {
+    const __m128 x = _mm_load_ps(hv + 4 * v);
+    selected |= _mm_movemask_ps(x) << (4 * v);
+    const __m128 d = _mm_andnot_ps(sign, _mm_sub_ps(_mm_andnot_ps(sign, x), hi));
+    const __m128i k = _mm_or_si128(_mm_and_si128(_mm_castps_si128(d), low),
+                                   _mm_setr_epi32(4 * v, 4 * v + 1, 4 * v + 2, 4 * v + 3));
+    _mm_store_si128(reinterpret_cast<__m128i*>(key + 4 * v), k);
+    // Signed compares order the keys: they are below 2^31.
+    const __m128i greater = _mm_cmpgt_epi32(least, k);
+    least = _mm_or_si128(_mm_and_si128(greater, k), _mm_andnot_si128(greater, least));
+  }
+  for (int shift : {8, 4}) {
+    const __m128i other = _mm_srli_si128(least, shift);
+    const __m128i greater = _mm_cmpgt_epi32(least, other);
+    least = _mm_or_si128(_mm_and_si128(greater, other), _mm_andnot_si128(greater, least));
+  }
+  const uint32_t best = uint32_t(_mm_cvtsi128_si32(least));
+  const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
+  return RingContext(h, nb, best, level, Popcount16(unsigned(selected)));
+}
+#endif
+
+namespace {
+
+// Version 5's neighbour context. A scan ring crosses the map at a nearly constant range from the
+// sensor, so the coded neighbour nearest the candidate in horizontal range (of the
+// representatives in the sensor frame, float) is the one most likely on the same ring: the state
+// (not coded, unselected, selected) of that one among the 13, of the nearest among the four at the
+// same height, and how many of the 13 are selected (0..3+). On KITTI 00 at T = 0.1 the map section
+// is 5.6% smaller than with the face states (BENCHMARK.md).
+class RingStates {
+ public:
+  // h_[0] is the range of "no neighbour" (index -1): infinitely far, never selected.
+  explicit RingStates(const Candidates& c) : h_(c.sensor.size() + 1) {
+    h_[0] = HUGE_VALF;
+    // The sum in double and the square root exactly rounded: the same on every machine.
+    for (size_t i = 0; i < c.sensor.size(); ++i) {
+      const double x = c.sensor[i].x(), y = c.sensor[i].y();
+      h_[i + 1] = float(std::sqrt(x * x + y * y));
+    }
+  }
+  // The state of candidate i, all candidates before it marked; nb as RingStateScalar's.
+  int Get(const int32_t nb[kPaddedOffsets], size_t i) const {
+#ifdef __SSE2__
+    return RingStateSse2(h_.data() + 1, nb, i);
+#else
+    return RingStateScalar(h_.data() + 1, nb, i);
+#endif
+  }
+  // Candidate i's bit, once coded: the sign of its range.
+  void Mark(size_t i, int bit) {
+    if (bit) h_[i + 1] = -h_[i + 1];
+  }
+
+ private:
+  std::vector<float> h_;  // h_[i + 1]: candidate i's horizontal range; sign bit: selected
+};
+
+// Versions 1 to 4's neighbour context, from the face neighbours: kFaceStates, the state of each
+// ((x * 3 + y) * 3 + z, 27 values); kSelectedFaces, 0 when none is coded, else 1 + min(selected,
+// 3).
+int FaceState(NeighbourContext kind, const int32_t nb[kCausalOffsets],
+              const std::vector<uint8_t>& selected) {
   int coded = 0, sel = 0, state = 0;
-  for (int32_t j : prev) {
-    const int s = j < 0 ? 0 : 1 + selected[size_t(j)];
+  for (int k : {kFaceX, kFaceY, kFaceZ}) {
+    const int s = nb[k] < 0 ? 0 : 1 + selected[size_t(nb[k])];
     state = state * 3 + s;
     coded += s > 0;
     sel += s == 2;
   }
-  if (each_face) return state;
+  if (kind == NeighbourContext::kFaceStates) return state;
   return coded == 0 ? 0 : 1 + std::min(sel, 3);
 }
 
@@ -121,90 +252,147 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   return Status::Ok();
 }
 
-// The candidates come tile by tile, each tile's voxels in KeyLess order. Inside a tile the
-// neighbour at - e_z can only be the voxel just before; the one at - e_y lies in the same x slab
-// and the one at - e_x in the slab before, and as the voxel moves forward so do they: a forward
-// cursor per axis, reset to the start of its slab, finds each without hashing (each cursor
-// crosses a slab once). A neighbour in the tile below along an axis is found by binary search
-// in that tile's run, which came first. No voxel hash is needed, so the decoder builds none.
-std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c) {
-  const std::vector<maps::MapVoxel>& v = c.voxels;
-  // PackKey orders keys as KeyLess does (x, then y, then z), so one integer compare replaces three.
-  std::vector<uint64_t> packed(v.size());
-  for (size_t i = 0; i < v.size(); ++i) packed[i] = PackKey(v[i].key);
-  std::vector<std::array<int32_t, 3>> prev(v.size());
-  struct Run {
-    maps::VoxelKey tile;
-    size_t begin, end;
-  };
-  std::vector<Run> runs;  // tiles are few: a linear search finds one
-  // The neighbour at - e_a when it lies in the tile below along a, which came first.
-  auto below = [&](const maps::VoxelKey& k, int a, uint64_t n) -> int32_t {
-    maps::VoxelKey t = k;
-    --t[a];
-    t = maps::TileOf(t);
-    for (const Run& r : runs) {
-      if (r.tile != t) continue;
-      const auto it =
-          std::lower_bound(packed.begin() + long(r.begin), packed.begin() + long(r.end), n);
-      return it != packed.begin() + long(r.end) && *it == n ? int32_t(it - packed.begin()) : -1;
-    }
-    return -1;
-  };
-  static_assert(maps::kTileVoxels == 256, "tile arithmetic below: shifts and masks by 8 bits");
-  constexpr int kLow = maps::kTileVoxels - 1;
-  // Cursors on the neighbours at - e_x and - e_y, and where the current x slab began.
-  size_t cx = 0, cy = 0, slab = 0;
-  // PackKey(k) - kStepX, - kStepY and - 1 are the keys of k - e_x, - e_y and - e_z.
-  constexpr uint64_t kStepX = uint64_t(1) << 42, kStepY = uint64_t(1) << 21;
-  maps::VoxelKey tile(INT32_MIN, INT32_MIN, INT32_MIN);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const maps::VoxelKey& k = v[i].key;
-    const uint64_t p = packed[i];
-    // Arithmetic shifts: floor division by 256 for negative keys too (two's complement).
-    const maps::VoxelKey t(k.x() >> 8, k.y() >> 8, k.z() >> 8);
-    if (t != tile) {
-      tile = t;
-      runs.push_back({t, i, i});
-      cx = cy = slab = i;
-    } else if (k.x() != v[i - 1].key.x()) {
-      // A new x slab: the - e_x neighbours are in the slab just ended, if it is at x - 1.
-      cx = v[i - 1].key.x() == k.x() - 1 ? slab : i;
-      cy = slab = i;
-    }
-    runs.back().end = i + 1;
-    std::array<int32_t, 3>& out = prev[i];
-    if ((k.x() & kLow) == 0) {
-      out[0] = below(k, 0, p - kStepX);
-    } else {
-      // packed[i] = p ends this scan and the next: no bound check needed.
-      while (packed[cx] < p - kStepX) ++cx;
-      out[0] = packed[cx] == p - kStepX ? int32_t(cx) : -1;
-    }
-    if ((k.y() & kLow) == 0) {
-      out[1] = below(k, 1, p - kStepY);
-    } else {
-      while (packed[cy] < p - kStepY) ++cy;
-      out[1] = packed[cy] == p - kStepY ? int32_t(cy) : -1;
-    }
-    if ((k.z() & kLow) == 0) {
-      out[2] = below(k, 2, p - 1);
-    } else {
-      // Inside the tile the key - e_z can only be the one just before.
-      out[2] = i > runs.back().begin && packed[i - 1] == p - 1 ? int32_t(i - 1) : -1;
+// The candidates come tile by tile, each tile's voxels in KeyLess order, so inside a tile every
+// causal neighbour comes before the voxel and lies in its x slab or the one before. Two planes
+// of the tile's (y, z) cells hold the indices of those two slabs' candidates (-1 elsewhere: a
+// plane is emptied cell by cell of the slab it held before it takes another), so a look-up is one
+// read, without hashing, searching or comparing. A neighbour in another
+// tile is found by a search in that tile's run when the tile came earlier. The decoder builds no
+// voxel hash.
+namespace {
+constexpr int kTileBits = 8;
+constexpr int kTileMask = maps::kTileVoxels - 1;
+constexpr size_t kPlaneCells = size_t(maps::kTileVoxels) * maps::kTileVoxels;
+}  // namespace
+
+CausalNeighbours::CausalNeighbours(const Candidates& c)
+    : v_(c.voxels), packed_(c.voxels.size()), prev_(kPlaneCells, -1), cur_(kPlaneCells, -1) {
+  static_assert(maps::kTileVoxels == 1 << kTileBits, "tile arithmetic: shifts and masks");
+  // PackKey orders keys as KeyLess does (x, then y, then z): a tile's run is sorted by it.
+  for (size_t i = 0; i < v_.size(); ++i) packed_[i] = PackKey(v_[i].key);
+}
+
+int32_t CausalNeighbours::InEarlierTile(int offset, const maps::VoxelKey& key) {
+  // TileOf by shifts (kTileVoxels is 256), not divisions.
+  const maps::VoxelKey t(key.x() >> kTileBits, key.y() >> kTileBits, key.z() >> kTileBits);
+  Hint& h = hint_[offset];
+  const size_t current = runs_.size() - 1;
+  if (h.current != current || h.tile != t) {
+    h.current = current;
+    h.tile = t;
+    h.run = SIZE_MAX;
+    // Backwards: the tile below in z is the run just before, the one below in y a few before.
+    for (size_t r = current; r-- > 0;) {
+      if (runs_[r].tile == t) {
+        h.run = r;
+        h.pos = runs_[r].begin;
+        break;
+      }
     }
   }
-  return prev;
+  if (h.run == SIZE_MAX) return -1;
+  const Run& run = runs_[h.run];
+  const uint64_t packed = PackKey(key);
+  if (h.pos >= run.end || packed_[h.pos] > packed) h.pos = run.begin;
+  // Galloping from the hint: short moves are the common case.
+  size_t lo = h.pos, step = 1;
+  while (lo + step < run.end && packed_[lo + step] < packed) {
+    lo += step;
+    step <<= 1;
+  }
+  const auto it = std::lower_bound(
+      packed_.begin() + long(lo), packed_.begin() + long(std::min(lo + step + 1, run.end)), packed);
+  h.pos = size_t(it - packed_.begin());
+  return h.pos < run.end && *it == packed ? int32_t(h.pos) : -1;
+}
+
+void CausalNeighbours::Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end) {
+  for (int32_t j = begin; j < end; ++j) {
+    const maps::VoxelKey& k = v_[size_t(j)].key;
+    (*plane)[size_t(k.y() & kTileMask) << kTileBits | size_t(k.z() & kTileMask)] = -1;
+  }
+}
+
+void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
+  const maps::VoxelKey& k = v_[i].key;
+  const int32_t self = int32_t(i);
+  // Arithmetic shifts and masks: floor division by 256 for negative keys too (two's complement).
+  const maps::VoxelKey tile(k.x() >> kTileBits, k.y() >> kTileBits, k.z() >> kTileBits);
+  if (runs_.empty() || tile != runs_.back().tile) {
+    // A new tile: both planes emptied of the slabs they held.
+    Clear(&prev_, prev_begin_, cur_begin_);
+    Clear(&cur_, cur_begin_, self);
+    runs_.push_back({tile, i, i});
+    prev_begin_ = cur_begin_ = self;
+    slab_x_ = k.x();
+  } else if (k.x() != slab_x_) {
+    // A new slab: prev_ is emptied and becomes the new slab's plane; the slab just ended stays
+    // as prev_ if it is x - 1, else it is emptied too.
+    Clear(&prev_, prev_begin_, cur_begin_);
+    if (k.x() != slab_x_ + 1) {
+      Clear(&cur_, cur_begin_, self);
+      prev_begin_ = self;
+    } else {
+      prev_begin_ = cur_begin_;
+    }
+    std::swap(prev_, cur_);
+    cur_begin_ = self;
+    slab_x_ = k.x();
+  }
+  runs_.back().end = i + 1;
+  const int lx = k.x() & kTileMask, ly = k.y() & kTileMask, lz = k.z() & kTileMask;
+  const size_t at = size_t(ly) << kTileBits | size_t(lz);
+  if (lx >= 1 && ly >= 1 && ly < kTileMask && lz >= 1 && lz < kTileMask) {
+    // Every neighbour is in this tile: offsets 0..8 in slab x - 1, 9..12 in slab x.
+    constexpr ptrdiff_t kRow = maps::kTileVoxels;
+    const int32_t* p = prev_.data() + at;
+    const int32_t* c = cur_.data() + at;
+    out[0] = p[-kRow - 1];
+    out[1] = p[-kRow];
+    out[2] = p[-kRow + 1];
+    out[3] = p[-1];
+    out[4] = p[0];
+    out[5] = p[1];
+    out[6] = p[kRow - 1];
+    out[7] = p[kRow];
+    out[8] = p[kRow + 1];
+    out[9] = c[-kRow - 1];
+    out[10] = c[-kRow];
+    out[11] = c[-kRow + 1];
+    out[12] = c[-1];
+  } else {
+    // Near the tile's border: each neighbour in whichever tile holds it.
+    for (int n = 0; n < kCausalOffsets; ++n) {
+      const int8_t* o = kCausalOffset[n];
+      const int nx = lx + o[0], ny = ly + o[1], nz = lz + o[2];
+      if (((nx | ny | nz) & ~kTileMask) != 0) {  // a local coordinate left [0, 256)
+        out[n] = InEarlierTile(n, k + maps::VoxelKey(o[0], o[1], o[2]));
+        continue;
+      }
+      out[n] = (o[0] < 0 ? prev_ : cur_)[size_t(ny) << kTileBits | size_t(nz)];
+    }
+  }
+  cur_[at] = self;
 }
 
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected,
                                      const SelectionModel& model) {
   RangeEncoder rc(model.adaptation);
   auto ctx = std::make_unique<SelectionContexts>();
-  const std::vector<std::array<int32_t, 3>> prev = PrecedingNeighbours(c);
-  for (size_t i = 0; i < c.voxels.size(); ++i) {
-    rc.Encode(ctx->Get(c.context[i], NeighbourState(prev[i], selected, model.each_face)),
-              selected[i]);
+  CausalNeighbours around(c);
+  int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  if (model.neighbours == NeighbourContext::kRingNeighbours) {
+    RingStates ring(c);
+    for (size_t i = 0; i < c.voxels.size(); ++i) {
+      around.Next(i, nb);
+      rc.Encode(ctx->Get(c.context[i], ring.Get(nb, i)), selected[i]);
+      ring.Mark(i, selected[i]);
+    }
+  } else {
+    for (size_t i = 0; i < c.voxels.size(); ++i) {
+      around.Next(i, nb);
+      rc.Encode(ctx->Get(c.context[i], FaceState(model.neighbours, nb, selected)), selected[i]);
+    }
   }
   return rc.Finish();
 }
@@ -214,10 +402,22 @@ Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
   RangeDecoder rc(data, size, model.adaptation);
   auto ctx = std::make_unique<SelectionContexts>();
   selected->assign(c.voxels.size(), 0);
-  const std::vector<std::array<int32_t, 3>> prev = PrecedingNeighbours(c);
-  for (size_t i = 0; i < c.voxels.size(); ++i) {
-    (*selected)[i] = uint8_t(
-        rc.Decode(ctx->Get(c.context[i], NeighbourState(prev[i], *selected, model.each_face))));
+  CausalNeighbours around(c);
+  int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  if (model.neighbours == NeighbourContext::kRingNeighbours) {
+    RingStates ring(c);
+    for (size_t i = 0; i < c.voxels.size(); ++i) {
+      around.Next(i, nb);
+      const int bit = rc.Decode(ctx->Get(c.context[i], ring.Get(nb, i)));
+      (*selected)[i] = uint8_t(bit);
+      ring.Mark(i, bit);
+    }
+  } else {
+    for (size_t i = 0; i < c.voxels.size(); ++i) {
+      around.Next(i, nb);
+      (*selected)[i] =
+          uint8_t(rc.Decode(ctx->Get(c.context[i], FaceState(model.neighbours, nb, *selected))));
+    }
   }
   if (rc.overrun() > 0) return Status::Corruption("map section truncated");
   return Status::Ok();

@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "dejaview/base/pose.h"
@@ -42,16 +43,69 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor
                         unsigned parts = kCandidateIndex | kCandidateProjection,
                         Backend backend = Backend::kCpu);
 
-// For each candidate, the index of its neighbour at key - e_x, - e_y, - e_z when that neighbour
-// is a candidate earlier in the order, else -1: the context of the selection coder.
-std::vector<std::array<int32_t, 3>> PrecedingNeighbours(const Candidates& c);
+// The 13 neighbour offsets (dx, dy, dz) below zero in (x, y, z) order, in that order. The face
+// neighbours -x, -y, -z are entries kFaceX, kFaceY, kFaceZ.
+constexpr int kCausalOffsets = 13;
+constexpr int8_t kCausalOffset[kCausalOffsets][3] = {
+    {-1, -1, -1}, {-1, -1, 0}, {-1, -1, 1}, {-1, 0, -1}, {-1, 0, 0}, {-1, 0, 1}, {-1, 1, -1},
+    {-1, 1, 0},   {-1, 1, 1},  {0, -1, -1}, {0, -1, 0},  {0, -1, 1}, {0, 0, -1}};
+constexpr int kFaceX = 4, kFaceY = 10, kFaceZ = 12;
 
-// How the selection bits are modelled (docs/delta-format.md): each_face = false (format versions 1
-// and 2) makes the neighbour context the number of selected face neighbours; true (version 3) the
-// state of each face neighbour (not coded, unselected, selected).
+// For each candidate in turn, the index of its neighbour at each causal offset when that
+// neighbour is a candidate earlier in the order, else -1: the context of the selection coder.
+// Streams (no table of 13 indices per candidate); Next must be called for 0, 1, 2, ... in turn.
+class CausalNeighbours {
+ public:
+  explicit CausalNeighbours(const Candidates& c);
+  void Next(size_t i, int32_t out[kCausalOffsets]);
+
+ private:
+  struct Run {
+    maps::VoxelKey tile;
+    size_t begin, end;
+  };
+  int32_t InEarlierTile(int offset, const maps::VoxelKey& key);
+
+  const std::vector<maps::MapVoxel>& v_;
+  std::vector<uint64_t> packed_;
+  std::vector<Run> runs_;
+  // The current tile's slabs x - 1 (prev_) and x (cur_): candidate indices by local y * 256 +
+  // local z, -1 where none. They hold the candidates [prev_begin_, cur_begin_) (none unless the
+  // slab before is x - 1) and [cur_begin_, i).
+  void Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end);
+  std::vector<int32_t> prev_, cur_;
+  int32_t slab_x_ = 0;
+  int32_t prev_begin_ = 0, cur_begin_ = 0;
+  // Per offset, where its last look-up in another tile ended: along a tile's border the keys
+  // looked up rise, so the next search starts there.
+  struct Hint {
+    size_t current = SIZE_MAX;  // the run (of the current tile) the hint was made in
+    maps::VoxelKey tile;
+    size_t run = 0, pos = 0;  // run == SIZE_MAX: the tile has no earlier run
+  };
+  Hint hint_[kCausalOffsets];
+};
+
+// Version 5's neighbour state of candidate i (map_coder.cpp, RingStates): h points at the
+// candidates' horizontal ranges, sign bit set once selected, with h[-1] = +infinity standing for
+// "no neighbour"; nb holds the 13 causal neighbours and three -1s. The SSE2 version (x86-64) must
+// agree with the portable one bit for bit, or frames coded on one machine would not decode on
+// another: a test compares them.
+constexpr int kPaddedOffsets = 16;
+int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
+#ifdef __SSE2__
+int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
+#endif
+
+// How the selection bits are modelled (docs/delta-format.md), by format version:
+// kSelectedFaces (1, 2): the number of selected face neighbours; kFaceStates (3, 4): the state of
+// each face neighbour (not coded, unselected, selected); kRingNeighbours (5): the states of the
+// causal neighbours nearest the candidate in horizontal range from the sensor, and how many
+// causal neighbours are selected.
+enum class NeighbourContext : uint8_t { kSelectedFaces, kFaceStates, kRingNeighbours };
 struct SelectionModel {
   Adaptation adaptation;
-  bool each_face;
+  NeighbourContext neighbours;
 };
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected,
                                      const SelectionModel& model);

@@ -541,7 +541,7 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     }
     // The split moves unexplained points between the two octrees only.
     const size_t gap_cells = size_t(std::count(dec->source.begin(), dec->source.end(), 2));
-    EXPECT_EQ(bytes[4], 4) << "the encoder writes format version 4";
+    EXPECT_EQ(bytes[4], 5) << "the encoder writes format version 5";
     if (!c.with_map || c.gap_factor == 0) {
       EXPECT_EQ(rep.gap_points, 0u);
       EXPECT_EQ(gap_cells, 0u);
@@ -745,9 +745,9 @@ TEST(Octree, DropCoveredCellsKeepsEveryPointWithinTheBound) {
 }
 
 // The selection coder's neighbour context comes from cursors inside tiles; it must name exactly
-// the candidates a hash look-up finds, across tile borders too (0.2 m tiles are 51.2 m wide, so
-// the 80 m ball around a KITTI pose spans several).
-TEST(Codec, PrecedingNeighboursMatchHashLookups) {
+// the candidates a hash look-up finds, at all 13 causal offsets and across tile borders too (0.2 m
+// tiles are 51.2 m wide, so the 80 m ball around a KITTI pose spans several).
+TEST(Codec, CausalNeighboursMatchHashLookups) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
   auto map = EvenFramesMap(*drive);
@@ -759,26 +759,74 @@ TEST(Codec, PrecedingNeighboursMatchHashLookups) {
       maps::KeyLess);
   for (const maps::MapVoxel& v : c.voxels) tiles.insert(maps::TileOf(v.key));
   ASSERT_GE(tiles.size(), 4u);
-  const auto prev = PrecedingNeighbours(c);
-  ASSERT_EQ(prev.size(), c.voxels.size());
-  size_t found = 0, across = 0;
+  CausalNeighbours around(c);
+  int32_t nb[kCausalOffsets];
+  size_t found[kCausalOffsets] = {}, across = 0;
   for (size_t i = 0; i < c.voxels.size(); ++i) {
-    for (int a = 0; a < 3; ++a) {
-      maps::VoxelKey n = c.voxels[i].key;
-      --n[a];
+    around.Next(i, nb);
+    for (int k = 0; k < kCausalOffsets; ++k) {
+      const maps::VoxelKey n =
+          c.voxels[i].key +
+          maps::VoxelKey(kCausalOffset[k][0], kCausalOffset[k][1], kCausalOffset[k][2]);
       int32_t j = c.index.Find(PackKey(n));
       if (j >= 0 && size_t(j) >= i) j = -1;
-      ASSERT_EQ(prev[i][a], j) << "candidate " << i << " axis " << a;
-      found += j >= 0;
+      ASSERT_EQ(nb[k], j) << "candidate " << i << " offset " << k;
+      found[k] += j >= 0;
       across += j >= 0 && maps::TileOf(n) != maps::TileOf(c.voxels[i].key);
     }
   }
-  EXPECT_GT(found, c.voxels.size());  // most voxels have a preceding neighbour on their surface
+  // Every offset finds neighbours, and most voxels have one on their surface.
+  for (int k = 0; k < kCausalOffsets; ++k) EXPECT_GT(found[k], c.voxels.size() / 50) << k;
+  EXPECT_GT(found[kFaceX] + found[kFaceY] + found[kFaceZ], c.voxels.size());
   EXPECT_GT(across, 0u);
 }
 
-// The bitstream is pinned. The encoder must write the committed version 4 files byte for byte,
-// and every committed file must decode within its bound: the version 1-3 files that earlier
+// Version 5's neighbour state has an SSE2 version on x86-64 and a portable one elsewhere; a frame
+// coded on one machine must decode on the other, so they must agree on every input: ranges that
+// tie exactly or within float steps, absent neighbours, selected ones.
+TEST(Codec, RingStateSse2MatchesScalar) {
+#ifdef __SSE2__
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> range(0.5f, 120.0f);
+  std::uniform_int_distribution<int> pick(0, 9);
+  constexpr int kCandidates = 4096;
+  std::vector<float> storage(kCandidates + 1);
+  storage[0] = HUGE_VALF;  // index -1: no neighbour
+  float* h = storage.data() + 1;
+  for (int i = 0; i < kCandidates; ++i) {
+    const int kind = pick(rng);
+    h[i] = kind == 0 && i > 0   ? std::fabs(h[i - 1])                          // an exact tie
+           : kind == 1 && i > 0 ? std::nextafter(std::fabs(h[i - 1]), 200.0f)  // a near tie
+                                : range(rng);
+    if (pick(rng) < 4) h[i] = -h[i];  // selected
+  }
+  std::uniform_int_distribution<int> index(-1, kCandidates - 1);
+  std::set<int> states;
+  for (int trial = 0; trial < 200000; ++trial) {
+    int32_t nb[kPaddedOffsets];
+    const bool none = trial % 97 == 0;
+    for (int k = 0; k < kPaddedOffsets; ++k) {
+      nb[k] = k >= kCausalOffsets || none || pick(rng) < 3 ? -1 : index(rng);
+    }
+    const size_t i = size_t(index(rng) + 1) % kCandidates;
+    const float hi = h[i];
+    h[i] = std::fabs(hi);  // not coded yet
+    const int scalar = RingStateScalar(h, nb, i);
+    ASSERT_EQ(RingStateSse2(h, nb, i), scalar) << "trial " << trial;
+    h[i] = hi;
+    states.insert(scalar);
+  }
+  // Every state that can occur did: 1 with no neighbour, and with a nearest one unselected 4 x
+  // (none, unselected at the same height) + 3 (selected there: one selected at least), with a
+  // nearest one selected 3 x 3.
+  EXPECT_EQ(states.size(), 21u);
+#else
+  GTEST_SKIP() << "no SSE2 on this target: only the portable version exists";
+#endif
+}
+
+// The bitstream is pinned. The encoder must write the committed version 5 files byte for byte,
+// and every committed file must decode within its bound: the version 1-4 files that earlier
 // encoders wrote stay, so frames already in spools and stores keep decoding.
 // DEJAVIEW_UPDATE_GOLDEN=1 rewrites the files of the current version (a format change must also
 // bump the format version and keep the older files).
@@ -791,16 +839,19 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
     uint8_t version;
   };
   // Version 1: no gap sections; 2: gap sections; 3: kCounted models, face-state selection context;
-  // 4: causal child-level neighbours in the octree contexts.
+  // 4: causal child-level neighbours in the octree contexts; 5: ring neighbours in the selection
+  // contexts.
   for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
                           Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
                           Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
                           Golden{"golden_intra_v3.dvd", nullptr, 2, 3},
                           Golden{"golden_delta_v3.dvd", map_.get(), 2, 3},
                           Golden{"golden_intra_v4.dvd", nullptr, 2, 4},
-                          Golden{"golden_delta_v4.dvd", map_.get(), 2, 4}}) {
+                          Golden{"golden_delta_v4.dvd", map_.get(), 2, 4},
+                          Golden{"golden_intra_v5.dvd", nullptr, 2, 5},
+                          Golden{"golden_delta_v5.dvd", map_.get(), 2, 5}}) {
     const std::string path = test::FixturePath(g.name);
-    if (g.version == 4) {
+    if (g.version == 5) {
       EncoderParams p;
       p.tolerance_m = 0.15;
       p.gap_factor = g.gap_factor;
@@ -862,7 +913,7 @@ TEST_F(StreetMap, GapSplitHoldsTheBoundOnPerturbedFrames) {
     // Delta frames of version 3 and later always carry the gap sections, empty when the split is
     // off.
     EXPECT_TRUE(has_gap_section);
-    EXPECT_EQ(bytes[4], 4);
+    EXPECT_EQ(bytes[4], 5);
     if (gap_factor == 0) {
       unexplained = rep.residual_points;
       EXPECT_EQ(rep.gap_points, 0u);
