@@ -93,6 +93,11 @@ int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
   const __m128i low = _mm_set1_epi32(~15);
   alignas(16) uint32_t key[kPaddedOffsets];
   int selected = 0;
+  // The lesser of each lane; signed compares order the keys, which are below 2^31.
+  auto fold = [](__m128i a, __m128i b) {
+    const __m128i greater = _mm_cmpgt_epi32(a, b);
+    return _mm_or_si128(_mm_and_si128(greater, b), _mm_andnot_si128(greater, a));
+  };
   __m128i least = _mm_set1_epi32(0x7fffffff);
   for (int v = 0; v < 4; ++v) {
     const __m128 x = _mm_load_ps(hv + 4 * v);
@@ -101,15 +106,11 @@ int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
     const __m128i k = _mm_or_si128(_mm_and_si128(_mm_castps_si128(d), low),
                                    _mm_setr_epi32(4 * v, 4 * v + 1, 4 * v + 2, 4 * v + 3));
     _mm_store_si128(reinterpret_cast<__m128i*>(key + 4 * v), k);
-    // Signed compares order the keys: they are below 2^31.
-    const __m128i greater = _mm_cmpgt_epi32(least, k);
-    least = _mm_or_si128(_mm_and_si128(greater, k), _mm_andnot_si128(greater, least));
+    least = fold(least, k);
   }
-  for (int shift : {8, 4}) {
-    const __m128i other = _mm_srli_si128(least, shift);
-    const __m128i greater = _mm_cmpgt_epi32(least, other);
-    least = _mm_or_si128(_mm_and_si128(greater, other), _mm_andnot_si128(greater, least));
-  }
+  // Shifts by immediates: clang wants constants, not a loop variable.
+  least = fold(least, _mm_srli_si128(least, 8));
+  least = fold(least, _mm_srli_si128(least, 4));
   const uint32_t best = uint32_t(_mm_cvtsi128_si32(least));
   const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
   return RingContext(h, nb, best, level, Popcount16(unsigned(selected)));
