@@ -101,7 +101,7 @@ int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
 // kSelectedFaces (1, 2): the number of selected face neighbours; kFaceStates (3, 4): the state of
 // each face neighbour (not coded, unselected, selected); kRingNeighbours (5): the states of the
 // causal neighbours nearest the candidate in horizontal range from the sensor, and how many
-// causal neighbours are selected.
+// causal neighbours are selected, and the state of the one below.
 enum class NeighbourContext : uint8_t { kSelectedFaces, kFaceStates, kRingNeighbours };
 struct SelectionModel {
   Adaptation adaptation;

@@ -816,10 +816,11 @@ TEST(Codec, RingStateSse2MatchesScalar) {
     h[i] = hi;
     states.insert(scalar);
   }
-  // Every state that can occur did: 1 with no neighbour, and with a nearest one unselected 4 x
-  // (none, unselected at the same height) + 3 (selected there: one selected at least), with a
-  // nearest one selected 3 x 3.
-  EXPECT_EQ(states.size(), 21u);
+  // Every state that can occur did: 1 with no neighbour; with one, (nearest, nearest at the same
+  // height, below) x selected among the 13 (0..3), which is 1..3 when any of the three is
+  // selected and 2..3 when the two last are (they are two neighbours): 4 x 4 + 5 x 3 - 1 with the
+  // nearest unselected, 9 x 3 - 1 with it selected.
+  EXPECT_EQ(states.size(), 57u);
 #else
   GTEST_SKIP() << "no SSE2 on this target: only the portable version exists";
 #endif
