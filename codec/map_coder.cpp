@@ -5,13 +5,13 @@
 #include "map_coder.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "dejaview/codec/range_coder.h"
 #include "hot_paths.h"
+#include "popcount.h"
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -40,16 +40,6 @@ float FromBits(uint32_t b) {
 }
 
 constexpr uint32_t kSign = 0x80000000u, kInfinity = 0x7f800000u;
-
-// Bits set in a 16-bit value, by table: the portable x86-64 target has no popcnt instruction.
-int Popcount16(unsigned v) {
-  static constexpr auto kTable = [] {
-    std::array<uint8_t, 256> t{};
-    for (unsigned i = 1; i < 256; ++i) t[i] = uint8_t((i & 1) + t[i >> 1]);
-    return t;
-  }();
-  return kTable[v & 255] + kTable[(v >> 8) & 255];
-}
 
 // The context from the two least keys (see RingStateScalar), the number selected and the
 // neighbour below.
@@ -380,9 +370,13 @@ void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
   cur_[at] = self;
 }
 
-std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected,
-                                     const SelectionModel& model) {
-  RangeEncoder rc(model.adaptation);
+namespace {
+
+// The selection bits in candidate order, each with its context: code(model, i) codes candidate
+// i's bit (or decodes it into `selected`) and returns it. `selected` holds the bits before i.
+template <typename Code>
+void CodeSelection(const Candidates& c, const SelectionModel& model,
+                   const std::vector<uint8_t>& selected, Code&& code) {
   auto ctx = std::make_unique<SelectionContexts>();
   CausalNeighbours around(c);
   int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
@@ -390,40 +384,37 @@ std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint
     RingStates ring(c);
     for (size_t i = 0; i < c.voxels.size(); ++i) {
       around.Next(i, nb);
-      rc.Encode(ctx->Get(c.context[i], ring.Get(nb, i)), selected[i]);
-      ring.Mark(i, selected[i]);
+      ring.Mark(i, code(ctx->Get(c.context[i], ring.Get(nb, i)), i));
     }
-  } else {
-    for (size_t i = 0; i < c.voxels.size(); ++i) {
-      around.Next(i, nb);
-      rc.Encode(ctx->Get(c.context[i], FaceState(model.neighbours, nb, selected)), selected[i]);
-    }
+    return;
   }
+  for (size_t i = 0; i < c.voxels.size(); ++i) {
+    around.Next(i, nb);
+    code(ctx->Get(c.context[i], FaceState(model.neighbours, nb, selected)), i);
+  }
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected,
+                                     const SelectionModel& model) {
+  RangeEncoder rc(model.adaptation);
+  CodeSelection(c, model, selected, [&](BitModel* m, size_t i) {
+    rc.Encode(m, selected[i]);
+    return int(selected[i]);
+  });
   return rc.Finish();
 }
 
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
                        const SelectionModel& model, std::vector<uint8_t>* selected) {
   RangeDecoder rc(data, size, model.adaptation);
-  auto ctx = std::make_unique<SelectionContexts>();
   selected->assign(c.voxels.size(), 0);
-  CausalNeighbours around(c);
-  int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-  if (model.neighbours == NeighbourContext::kRingNeighbours) {
-    RingStates ring(c);
-    for (size_t i = 0; i < c.voxels.size(); ++i) {
-      around.Next(i, nb);
-      const int bit = rc.Decode(ctx->Get(c.context[i], ring.Get(nb, i)));
-      (*selected)[i] = uint8_t(bit);
-      ring.Mark(i, bit);
-    }
-  } else {
-    for (size_t i = 0; i < c.voxels.size(); ++i) {
-      around.Next(i, nb);
-      (*selected)[i] =
-          uint8_t(rc.Decode(ctx->Get(c.context[i], FaceState(model.neighbours, nb, *selected))));
-    }
-  }
+  CodeSelection(c, model, *selected, [&](BitModel* m, size_t i) {
+    const int bit = rc.Decode(m);
+    (*selected)[i] = uint8_t(bit);
+    return bit;
+  });
   if (rc.overrun() > 0) return Status::Corruption("map section truncated");
   return Status::Ok();
 }

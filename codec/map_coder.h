@@ -4,7 +4,6 @@
 #pragma once
 
 #include <Eigen/Core>
-#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -65,6 +64,7 @@ class CausalNeighbours {
     size_t begin, end;
   };
   int32_t InEarlierTile(int offset, const maps::VoxelKey& key);
+  void Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end);
 
   const std::vector<maps::MapVoxel>& v_;
   std::vector<uint64_t> packed_;
@@ -72,7 +72,6 @@ class CausalNeighbours {
   // The current tile's slabs x - 1 (prev_) and x (cur_): candidate indices by local y * 256 +
   // local z, -1 where none. They hold the candidates [prev_begin_, cur_begin_) (none unless the
   // slab before is x - 1) and [cur_begin_, i).
-  void Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end);
   std::vector<int32_t> prev_, cur_;
   int32_t slab_x_ = 0;
   int32_t prev_begin_ = 0, cur_begin_ = 0;

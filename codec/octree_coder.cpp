@@ -5,26 +5,15 @@
 #include "octree_coder.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/codec/range_coder.h"
+#include "popcount.h"
 #include "voxel_hash.h"
 
 namespace dv::codec {
 namespace {
-
-// Bits set in a value below 256. A table: the portable x86-64 target has no popcnt instruction,
-// and __builtin_popcount became a libgcc call that took 1% of decoding.
-inline int Popcount8(unsigned v) {
-  static constexpr auto kTable = [] {
-    std::array<uint8_t, 256> t{};
-    for (unsigned i = 1; i < 256; ++i) t[i] = uint8_t((i & 1) + t[i >> 1]);
-    return t;
-  }();
-  return kTable[v & 255];
-}
 
 constexpr int kMaxDepth = 21;
 
@@ -92,7 +81,7 @@ class LevelNeighbours {
           const int s = child ^ axis_bit;  // below the node: the occupied siblings s..child - 1
           const unsigned between =
               unsigned(parent_occupancy) & ((1u << child) - 1) & ~((2u << s) - 1);
-          below[a] = int32_t(k) - 1 - Popcount8(between);
+          below[a] = int32_t(k) - 1 - Popcount16(between);
         }
         // 0 when the coordinate was all ones at the deepest level (the sum wrapped).
         const uint64_t up = ((own | ~m) + 1) & m;
@@ -133,7 +122,7 @@ class OccupancyContexts {
       const int side = (child >> (2 - a)) & 1;
       touching += (flags >> (2 * a + side)) & 1;
     }
-    const int total = Popcount8(unsigned(flags));
+    const int total = Popcount16(unsigned(flags));
     const size_t base = size_t(((level * 8 + child) * 4 + touching) * 7 + total);
     if (causal < 0) return &m_[base * 5 + size_t(std::min(siblings, 4))];
     return &m_[kBase * 5 + (base * 3 + size_t(std::min(siblings, 2))) * 4 + size_t(causal)];
