@@ -41,15 +41,13 @@ float FromBits(uint32_t b) {
 
 constexpr uint32_t kSign = 0x80000000u, kInfinity = 0x7f800000u;
 
-// The context from the two least keys (see RingStateScalar), the number selected and the
-// neighbour below.
-int RingContext(const float* h, const int32_t nb[kPaddedOffsets], uint32_t best, uint32_t level,
-                int sel) {
-  auto state = [&](uint32_t key) {
-    return (key & ~15u) == kInfinity ? 0 : 1 + int(Bits(h[nb[key & 15]]) >> 31);
+// The context from the keys (see RingStateScalar) and ranges hv of the 13 neighbours, the two
+// least keys and the number selected. hv and the keys are at hand: no look-up again.
+int RingContext(const float* hv, const uint32_t* key, uint32_t best, uint32_t level, int sel) {
+  auto state = [&](uint32_t k) {
+    return (k & ~15u) == kInfinity ? 0 : 1 + int(Bits(hv[k & 15]) >> 31);
   };
-  const int below = nb[kFaceZ] < 0 ? 0 : 1 + int(Bits(h[nb[kFaceZ]]) >> 31);
-  return ((state(best) * 3 + state(level)) * 4 + std::min(sel, 3)) * 3 + below;
+  return ((state(best) * 3 + state(level)) * 4 + std::min(sel, 3)) * 3 + state(key[kFaceZ]);
 }
 
 }  // namespace
@@ -59,11 +57,13 @@ int RingContext(const float* h, const int32_t nb[kPaddedOffsets], uint32_t best,
 // wins, and an absent neighbour is at infinity (h[-1]). Minima, not branches: which neighbour is
 // nearest is data, and mispredicted it costs more.
 int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
+  float hv[kCausalOffsets];
   uint32_t key[kCausalOffsets];
   int sel = 0;
   const float hi = h[i];
   for (int k = 0; k < kCausalOffsets; ++k) {
-    const uint32_t hj = Bits(h[nb[k]]);
+    hv[k] = h[nb[k]];
+    const uint32_t hj = Bits(hv[k]);
     key[k] = (Bits(std::fabs(FromBits(hj & ~kSign) - hi)) & ~15u) | uint32_t(k);
     sel += int(hj >> 31);
   }
@@ -71,7 +71,7 @@ int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i) 
   const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
   const uint32_t rest = std::min(std::min(std::min(key[0], key[2]), std::min(key[3], key[5])),
                                  std::min(std::min(key[6], key[8]), std::min(key[9], key[11])));
-  return RingContext(h, nb, std::min(std::min(level, rest), key[12]), level, sel);
+  return RingContext(hv, key, std::min(std::min(level, rest), key[12]), level, sel);
 }
 
 #ifdef __SSE2__
@@ -105,7 +105,7 @@ int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
   least = fold(least, _mm_srli_si128(least, 4));
   const uint32_t best = uint32_t(_mm_cvtsi128_si32(least));
   const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
-  return RingContext(h, nb, best, level, Popcount16(unsigned(selected)));
+  return RingContext(hv, key, best, level, Popcount16(unsigned(selected)));
 }
 #endif
 
