@@ -251,9 +251,8 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
 // causal neighbour comes before the voxel and lies in its x slab or the one before. Two planes
 // of the tile's (y, z) cells hold the indices of those two slabs' candidates (-1 elsewhere: a
 // plane is emptied cell by cell of the slab it held before it takes another), so a look-up is one
-// read, without hashing, searching or comparing. A neighbour in another
-// tile is found by a search in that tile's run when the tile came earlier. The decoder builds no
-// voxel hash.
+// read, without hashing, searching or comparing. A neighbour in another tile is found by a search
+// in that tile's run when the tile came earlier. The decoder builds no voxel hash.
 namespace {
 constexpr int kTileBits = 8;
 constexpr int kTileMask = maps::kTileVoxels - 1;
