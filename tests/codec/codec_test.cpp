@@ -744,7 +744,7 @@ TEST(Octree, DropCoveredCellsKeepsEveryPointWithinTheBound) {
   }
 }
 
-// The selection coder's neighbour context comes from cursors inside tiles; it must name exactly
+// The selection coder's neighbour context comes from planes inside tiles; it must name exactly
 // the candidates a hash look-up finds, at all 13 causal offsets and across tile borders too (0.2 m
 // tiles are 51.2 m wide, so the 80 m ball around a KITTI pose spans several).
 TEST(Codec, CausalNeighboursMatchHashLookups) {
