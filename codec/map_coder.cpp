@@ -260,15 +260,12 @@ constexpr size_t kPlaneCells = size_t(maps::kTileVoxels) * maps::kTileVoxels;
 }  // namespace
 
 CausalNeighbours::CausalNeighbours(const Candidates& c)
-    : v_(c.voxels), packed_(c.voxels.size()), prev_(kPlaneCells, -1), cur_(kPlaneCells, -1) {
+    : v_(c.voxels), prev_(kPlaneCells, -1), cur_(kPlaneCells, -1) {
   static_assert(maps::kTileVoxels == 1 << kTileBits, "tile arithmetic: shifts and masks");
-  // PackKey orders keys as KeyLess does (x, then y, then z): a tile's run is sorted by it.
-  for (size_t i = 0; i < v_.size(); ++i) packed_[i] = PackKey(v_[i].key);
 }
 
 int32_t CausalNeighbours::InEarlierTile(int offset, const maps::VoxelKey& key) {
-  // TileOf by shifts (kTileVoxels is 256), not divisions.
-  const maps::VoxelKey t(key.x() >> kTileBits, key.y() >> kTileBits, key.z() >> kTileBits);
+  const maps::VoxelKey t = maps::TileOf(key);
   Hint& h = hint_[offset];
   const size_t current = runs_.size() - 1;
   if (h.current != current || h.tile != t) {
@@ -285,19 +282,27 @@ int32_t CausalNeighbours::InEarlierTile(int offset, const maps::VoxelKey& key) {
     }
   }
   if (h.run == SIZE_MAX) return -1;
+  // A tile's run is in KeyLess order.
   const Run& run = runs_[h.run];
-  const uint64_t packed = PackKey(key);
-  if (h.pos >= run.end || packed_[h.pos] > packed) h.pos = run.begin;
+  auto below = [&](size_t j) { return maps::KeyLess(v_[j].key, key); };
+  if (h.pos >= run.end || maps::KeyLess(key, v_[h.pos].key)) h.pos = run.begin;
   // Galloping from the hint: short moves are the common case.
   size_t lo = h.pos, step = 1;
-  while (lo + step < run.end && packed_[lo + step] < packed) {
+  while (lo + step < run.end && below(lo + step)) {
     lo += step;
     step <<= 1;
   }
-  const auto it = std::lower_bound(
-      packed_.begin() + long(lo), packed_.begin() + long(std::min(lo + step + 1, run.end)), packed);
-  h.pos = size_t(it - packed_.begin());
-  return h.pos < run.end && *it == packed ? int32_t(h.pos) : -1;
+  // Then binary search: the first of [lo, lo + step] not below the key.
+  for (size_t hi = std::min(lo + step + 1, run.end); lo < hi;) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (below(mid)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  h.pos = lo;
+  return lo < run.end && v_[lo].key == key ? int32_t(lo) : -1;
 }
 
 void CausalNeighbours::Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end) {
@@ -310,8 +315,7 @@ void CausalNeighbours::Clear(std::vector<int32_t>* plane, int32_t begin, int32_t
 void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
   const maps::VoxelKey& k = v_[i].key;
   const int32_t self = int32_t(i);
-  // Arithmetic shifts and masks: floor division by 256 for negative keys too (two's complement).
-  const maps::VoxelKey tile(k.x() >> kTileBits, k.y() >> kTileBits, k.z() >> kTileBits);
+  const maps::VoxelKey tile = maps::TileOf(k);
   if (runs_.empty() || tile != runs_.back().tile) {
     // A new tile: both planes emptied of the slabs they held.
     Clear(&prev_, prev_begin_, cur_begin_);

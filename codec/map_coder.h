@@ -67,7 +67,6 @@ class CausalNeighbours {
   void Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end);
 
   const std::vector<maps::MapVoxel>& v_;
-  std::vector<uint64_t> packed_;
   std::vector<Run> runs_;
   // The current tile's slabs x - 1 (prev_) and x (cur_): candidate indices by local y * 256 +
   // local z, -1 where none. They hold the candidates [prev_begin_, cur_begin_) (none unless the

@@ -23,9 +23,11 @@ inline VoxelKey KeyOf(const Eigen::Vector3d& p, double resolution_m) {
   return VoxelKey(KeyFloor(p.x() / resolution_m), KeyFloor(p.y() / resolution_m),
                   KeyFloor(p.z() / resolution_m));
 }
+// floor(k / 256) per axis as an arithmetic shift (two's complement), which is what FloorDiv
+// computes, without its branch on the sign: the codec takes the tile of every candidate it codes.
 inline VoxelKey TileOf(const VoxelKey& k) {
-  return VoxelKey(FloorDiv(k.x(), kTileVoxels), FloorDiv(k.y(), kTileVoxels),
-                  FloorDiv(k.z(), kTileVoxels));
+  static_assert(kTileVoxels == 256, "TileOf shifts by 8 bits");
+  return VoxelKey(k.x() >> 8, k.y() >> 8, k.z() >> 8);
 }
 // Lexicographic (x, y, z): the canonical order of tiles, and of voxels inside a tile.
 inline bool KeyLess(const VoxelKey& a, const VoxelKey& b) {
