@@ -8,6 +8,9 @@
 #ifdef DEJAVIEW_HAVE_CUDA
 #include "cuda/cuda_hot_paths.h"
 #endif
+#if DEJAVIEW_PROJECT_AVX2
+#include <immintrin.h>
+#endif
 
 namespace dv::codec {
 
@@ -163,6 +166,122 @@ Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& p
   return Status::Ok();
 }
 
+#if DEJAVIEW_PROJECT_AVX2
+namespace {
+
+// maps::PortableAtan2, four lanes.
+__attribute__((target("avx2"))) inline __m256d Atan2Avx2(__m256d y, __m256d x) {
+  const __m256d zero = _mm256_setzero_pd(), sign = _mm256_set1_pd(-0.0);
+  const __m256d ax = _mm256_andnot_pd(sign, x), ay = _mm256_andnot_pd(sign, y);
+  const __m256d x_wins = _mm256_cmp_pd(ax, ay, _CMP_GT_OQ);
+  const __m256d mx = _mm256_blendv_pd(ay, ax, x_wins);
+  const __m256d a = _mm256_div_pd(_mm256_blendv_pd(ax, ay, x_wins), mx);
+  const __m256d s = _mm256_mul_pd(a, a);
+  __m256d r = _mm256_sub_pd(_mm256_mul_pd(_mm256_set1_pd(0.0208351), s), _mm256_set1_pd(0.085133));
+  r = _mm256_add_pd(_mm256_mul_pd(r, s), _mm256_set1_pd(0.180141));
+  r = _mm256_sub_pd(_mm256_mul_pd(r, s), _mm256_set1_pd(0.3302995));
+  r = _mm256_add_pd(_mm256_mul_pd(r, s), _mm256_set1_pd(0.999866));
+  r = _mm256_mul_pd(r, a);
+  r = _mm256_blendv_pd(r, _mm256_sub_pd(_mm256_set1_pd(1.57079632679489662), r),
+                       _mm256_cmp_pd(ay, ax, _CMP_GT_OQ));
+  r = _mm256_blendv_pd(r, _mm256_sub_pd(_mm256_set1_pd(3.14159265358979324), r),
+                       _mm256_cmp_pd(x, zero, _CMP_LT_OQ));
+  r = _mm256_blendv_pd(r, _mm256_xor_pd(r, sign), _mm256_cmp_pd(y, zero, _CMP_LT_OQ));
+  return _mm256_blendv_pd(r, zero, _mm256_cmp_pd(mx, zero, _CMP_EQ_OQ));
+}
+
+// kernels::Project on voxels [0, n - n % 4), four at a time: the same IEEE operations in the same
+// order, lane by lane, and no FMA (this target has none), so every bit is the scalar code's.
+// Branches become selects, as they already are in PortableAtan2 and Project; a truncation is
+// cvttpd, which gives the same integer wherever the scalar result is used (cells outside the
+// grid are -1 whatever the row's integer).
+__attribute__((target("avx2"))) void ProjectAvx2(const maps::MapVoxel* voxels, size_t n,
+                                                 double voxel_m, const kernels::Rigid& T,
+                                                 const kernels::AngularGrid& g, float* sensor,
+                                                 double* range, int32_t* cell) {
+  const __m256d half = _mm256_set1_pd(0.5), q_steps = _mm256_set1_pd(256.0);
+  const __m256d res = _mm256_set1_pd(voxel_m), zero = _mm256_setzero_pd();
+  const __m256d elev_min = _mm256_set1_pd(g.elev_min);
+  const __m256d elev_span = _mm256_set1_pd(g.elev_max - g.elev_min);
+  const __m256d rows = _mm256_set1_pd(double(g.rows)), cols = _mm256_set1_pd(double(g.cols));
+  const __m256d two_pi = _mm256_set1_pd(2 * M_PI), m_pi = _mm256_set1_pd(M_PI);
+  const __m128i cols_i = _mm_set1_epi32(g.cols), last_col = _mm_set1_epi32(g.cols - 1);
+  __m256d R[9], t[3];
+  for (int k = 0; k < 9; ++k) R[k] = _mm256_set1_pd(T.R[k]);
+  for (int a = 0; a < 3; ++a) t[a] = _mm256_set1_pd(T.t[a]);
+  for (size_t i = 0; i + 4 <= n; i += 4) {
+    const maps::MapVoxel* v = voxels + i;
+    __m256d d[3];
+    for (int a = 0; a < 3; ++a) {
+      const __m256d key =
+          _mm256_cvtepi32_pd(_mm_setr_epi32(v[0].key[a], v[1].key[a], v[2].key[a], v[3].key[a]));
+      const __m256d q =
+          _mm256_cvtepi32_pd(_mm_setr_epi32(v[0].q[a], v[1].q[a], v[2].q[a], v[3].q[a]));
+      const __m256d inside = _mm256_div_pd(_mm256_add_pd(q, half), q_steps);
+      d[a] = _mm256_sub_pd(_mm256_mul_pd(_mm256_add_pd(key, inside), res), t[a]);
+    }
+    __m256d p[3];
+    for (int r = 0; r < 3; ++r) {
+      p[r] = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(R[r], d[0]), _mm256_mul_pd(R[3 + r], d[1])),
+                           _mm256_mul_pd(R[6 + r], d[2]));
+    }
+    const __m256d rxy =
+        _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(p[0], p[0]), _mm256_mul_pd(p[1], p[1])));
+    _mm256_storeu_pd(range + i, _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(rxy, rxy),
+                                                             _mm256_mul_pd(p[2], p[2]))));
+    float xyz[3][4];
+    for (int a = 0; a < 3; ++a) _mm_storeu_ps(xyz[a], _mm256_cvtpd_ps(p[a]));
+    for (int k = 0; k < 4; ++k) {
+      for (int a = 0; a < 3; ++a) sensor[3 * (i + size_t(k)) + size_t(a)] = xyz[a][k];
+    }
+    const __m256d row = _mm256_mul_pd(
+        _mm256_div_pd(_mm256_sub_pd(Atan2Avx2(p[2], rxy), elev_min), elev_span), rows);
+    const __m256d col =
+        _mm256_mul_pd(_mm256_div_pd(_mm256_add_pd(Atan2Avx2(p[1], p[0]), m_pi), two_pi), cols);
+    const __m128i col_i = _mm_min_epi32(_mm256_cvttpd_epi32(col), last_col);
+    const __m128i c = _mm_add_epi32(_mm_mullo_epi32(_mm256_cvttpd_epi32(row), cols_i), col_i);
+    const __m256d in =
+        _mm256_and_pd(_mm256_cmp_pd(row, zero, _CMP_GE_OQ), _mm256_cmp_pd(row, rows, _CMP_LT_OQ));
+    // The four 64-bit masks to four 32-bit ones: their low halves.
+    const __m128i in_i = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+        _mm256_castpd_si256(in), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(cell + i),
+        _mm_or_si128(_mm_and_si128(in_i, c), _mm_andnot_si128(in_i, _mm_set1_epi32(-1))));
+  }
+}
+
+}  // namespace
+#endif
+
+bool CpuHasAvx2() {
+#if DEJAVIEW_PROJECT_AVX2
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const kernels::Rigid& T,
+                const kernels::AngularGrid& grid, bool avx2, float* sensor, double* range,
+                int32_t* cell) {
+  size_t i = 0;
+#if DEJAVIEW_PROJECT_AVX2
+  if (avx2) {
+    ProjectAvx2(voxels, n, voxel_m, T, grid, sensor, range, cell);
+    i = n - n % 4;
+  }
+#else
+  (void)avx2;
+#endif
+  for (; i < n; ++i) {
+    kernels::VoxelRecord v;
+    std::memcpy(&v, &voxels[i], sizeof(v));
+    kernels::Project(v, voxel_m, T.R, T.t, grid, sensor + 3 * i, &range[i], &cell[i]);
+  }
+}
+
 Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& voxels, double voxel_m,
                          const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
                          const kernels::AngularGrid& grid, Projection* out) {
@@ -182,12 +301,8 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
   }
   // Projected first, the nearest per cell after: two loops measured 0.3 ms less per decoded frame
   // than one (codec_eval, 00, T = 0.1).
-  for (size_t i = 0; i < n; ++i) {
-    kernels::VoxelRecord v;
-    std::memcpy(&v, &voxels[i], sizeof(v));
-    kernels::Project(v, voxel_m, T.R, T.t, grid, out->sensor[i].data(), &out->range[i],
-                     &out->cell[i]);
-  }
+  ProjectCpu(voxels.data(), n, voxel_m, T, grid, CpuHasAvx2(), Floats(out->sensor),
+             out->range.data(), out->cell.data());
   for (size_t i = 0; i < n; ++i) {
     const int32_t c = out->cell[i];
     if (c >= 0) out->nearest[size_t(c)] = std::min(out->nearest[size_t(c)], out->range[i]);

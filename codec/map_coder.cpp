@@ -260,7 +260,11 @@ constexpr size_t kPlaneCells = size_t(maps::kTileVoxels) * maps::kTileVoxels;
 }  // namespace
 
 CausalNeighbours::CausalNeighbours(const Candidates& c)
-    : v_(c.voxels), prev_(kPlaneCells, -1), cur_(kPlaneCells, -1) {
+    : v_(c.voxels),
+      prev_(kPlaneCells, -1),
+      cur_(kPlaneCells, -1),
+      top_(kPlaneCells, -1),
+      below_(kPlaneCells, -1) {
   static_assert(maps::kTileVoxels == 1 << kTileBits, "tile arithmetic: shifts and masks");
 }
 
@@ -312,17 +316,32 @@ void CausalNeighbours::Clear(std::vector<int32_t>* plane, int32_t begin, int32_t
   }
 }
 
+void CausalNeighbours::NewTile(const maps::VoxelKey& tile, size_t i) {
+  const int32_t self = int32_t(i);
+  // Both slab planes emptied of the slabs they held; the top layer becomes the layer below when
+  // the new tile is the one above.
+  Clear(&prev_, prev_begin_, cur_begin_);
+  Clear(&cur_, cur_begin_, self);
+  for (int32_t j : below_held_) below_[size_t(j)] = -1;
+  below_held_.clear();
+  if (!runs_.empty() && tile == runs_.back().tile + maps::VoxelKey(0, 0, 1)) {
+    std::swap(top_, below_);
+    std::swap(top_held_, below_held_);
+  } else {
+    for (int32_t j : top_held_) top_[size_t(j)] = -1;
+    top_held_.clear();
+  }
+  runs_.push_back({tile, i, i});
+  prev_begin_ = cur_begin_ = self;
+  slab_x_ = v_[i].key.x();
+}
+
 void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
   const maps::VoxelKey& k = v_[i].key;
   const int32_t self = int32_t(i);
   const maps::VoxelKey tile = maps::TileOf(k);
   if (runs_.empty() || tile != runs_.back().tile) {
-    // A new tile: both planes emptied of the slabs they held.
-    Clear(&prev_, prev_begin_, cur_begin_);
-    Clear(&cur_, cur_begin_, self);
-    runs_.push_back({tile, i, i});
-    prev_begin_ = cur_begin_ = self;
-    slab_x_ = k.x();
+    NewTile(tile, i);
   } else if (k.x() != slab_x_) {
     // A new slab: prev_ is emptied and becomes the new slab's plane; the slab just ended stays
     // as prev_ if it is x - 1, else it is emptied too.
@@ -363,14 +382,23 @@ void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
     for (int n = 0; n < kCausalOffsets; ++n) {
       const int8_t* o = kCausalOffset[n];
       const int nx = lx + o[0], ny = ly + o[1], nz = lz + o[2];
-      if (((nx | ny | nz) & ~kTileMask) != 0) {  // a local coordinate left [0, 256)
+      if (((nx | ny) & ~kTileMask) != 0) {  // x or y left the tile: [0, 256)
         out[n] = InEarlierTile(n, k + maps::VoxelKey(o[0], o[1], o[2]));
-        continue;
+      } else if (nz < 0) {
+        out[n] = below_[size_t(nx) << kTileBits | size_t(ny)];
+      } else if (nz > kTileMask) {
+        out[n] = -1;  // the tile above comes later
+      } else {
+        out[n] = (o[0] < 0 ? prev_ : cur_)[size_t(ny) << kTileBits | size_t(nz)];
       }
-      out[n] = (o[0] < 0 ? prev_ : cur_)[size_t(ny) << kTileBits | size_t(nz)];
     }
   }
   cur_[at] = self;
+  if (lz == kTileMask) {
+    const int32_t xy = lx << kTileBits | ly;
+    top_[size_t(xy)] = self;
+    top_held_.push_back(xy);
+  }
 }
 
 namespace {
