@@ -482,10 +482,11 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   if (params.backend == Backend::kCpu) {
     grid = std::make_unique<SortedGrid>(VoxelKeys(cand.voxels), std::max(nb, gap_nb), 0);
   }
-  std::vector<uint8_t> selected, explained;
+  std::vector<uint8_t> explained;
+  CandidateMarks marks;
   DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), grid.get(), &cand.index,
                                     cand.sensor, res, nb, bound2, select_m * select_m, &explained,
-                                    &selected));
+                                    &marks));
   lap("classification");
   std::vector<Eigen::Vector3f> unexplained;
   std::vector<float> unexplained_i;
@@ -497,7 +498,6 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
       unexplained_i.push_back(inten[i]);
     }
   }
-  for (uint8_t s : selected) rep->selected_voxels += s;
   // The decoder never repeats the gap test: it reads which octree a cell is in.
   // The first gap test: a candidate representative within gap_m of the point.
   std::vector<uint8_t> near_map(unexplained.size(), 0);
@@ -523,7 +523,10 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
 
   ByteWriter map_section;
   map_section.Varint(radius_dm);
-  const std::vector<uint8_t> bits = EncodeSelection(cand, selected, SelectionModelOf(h.version));
+  std::vector<uint8_t> selected;
+  const std::vector<uint8_t> bits =
+      EncodeSelection(cand, marks, SelectionModelOf(h.version), &selected);
+  for (uint8_t s : selected) rep->selected_voxels += s;
   map_section.Bytes(bits.data(), bits.size());
   h.sections.emplace_back(kMapSelection, map_section.Take());
   lap("selection coding");

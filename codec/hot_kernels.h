@@ -94,21 +94,23 @@ DV_HOST_DEVICE inline bool Explains(const float* sensor, int32_t j, const double
 }
 
 // ClassifyPoints' rule for one point p, over the candidates around it in (dx, dy, dz) order,
-// given in one or more runs `near`: marks in `selected` every one within sqrt(select2) and keeps
-// in *best (its squared distance in *best_d2) the nearest within sqrt(bound2) so far, the first
-// among equals. Start with *best = -1 and *best_d2 = bound2; after the last run the caller
-// selects *best (-1: p is not explained). Selecting only these, not every candidate within the
-// bound, keeps the decoded representatives near the points they stand for: a lower Chamfer
-// distance at the same tolerance.
+// given in one or more runs `near`: marks in `within` every one within sqrt(bound2) and in
+// `close` every one within sqrt(select2), and keeps in *best (its squared distance in *best_d2)
+// the nearest within sqrt(bound2) so far, the first among equals. Start with *best = -1 and
+// *best_d2 = bound2; after the last run the caller marks *best as a nearest (-1: p is not
+// explained).
 DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, size_t count,
                                       const double p[3], double bound2, double select2,
-                                      uint8_t* selected, int32_t* best, double* best_d2) {
+                                      uint8_t* within, uint8_t* close, int32_t* best,
+                                      double* best_d2) {
   for (size_t m = 0; m < count; ++m) {
     const int32_t j = near[m];
     const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
                          double(sensor[3 * j + 2])};
     const double d2 = Dist2(s, p);
-    if (d2 <= select2) selected[j] = 1;  // every writer stores 1: an OR, free of order
+    // Every writer stores 1: ORs, free of order.
+    if (d2 <= bound2) within[j] = 1;
+    if (d2 <= select2) close[j] = 1;
     if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
       *best = j;
       *best_d2 = d2;

@@ -94,15 +94,18 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       [[maybe_unused]] const VoxelHash* index,
                       const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
                       double bound2, double select2, std::vector<uint8_t>* explained,
-                      std::vector<uint8_t>* selected) {
+                      CandidateMarks* marks) {
   explained->assign(pts.size(), 0);
-  selected->assign(candidate_sensor.size(), 0);
+  for (std::vector<uint8_t>* m : {&marks->nearest, &marks->close, &marks->within}) {
+    m->assign(candidate_sensor.size(), 0);
+  }
   if (backend == Backend::kCuda) {
 #ifdef DEJAVIEW_HAVE_CUDA
     if (!index) return Status::InvalidArgument("classify: the CUDA backend needs the voxel hash");
     return cuda::ClassifyPoints(Floats(pts), pts.size(), T_map_sensor, index->view(),
                                 index->slots(), Floats(candidate_sensor), candidate_sensor.size(),
-                                voxel_m, nb, bound2, select2, explained->data(), selected->data());
+                                voxel_m, nb, bound2, select2, explained->data(),
+                                marks->nearest.data(), marks->close.data(), marks->within.data());
 #else
     return NoCuda();
 #endif
@@ -117,9 +120,9 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         int32_t best = -1;
         double best_d2 = bound2;
-        kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2, selected->data(),
-                            &best, &best_d2);
-        if (best >= 0) (*selected)[size_t(best)] = 1;
+        kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2,
+                            marks->within.data(), marks->close.data(), &best, &best_d2);
+        if (best >= 0) marks->nearest[size_t(best)] = 1;
         (*explained)[i] = best >= 0;
       });
   return Status::Ok();

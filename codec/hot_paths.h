@@ -13,6 +13,7 @@
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/voxel.h"
 #include "hot_kernels.h"
+#include "map_coder.h"
 #include "sorted_grid.h"
 #include "voxel_hash.h"
 
@@ -50,16 +51,17 @@ void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
 
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
 // some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
-// its representative candidate_sensor[j] within sqrt(bound2) of p. Of those, the nearest (the
-// first in (dx, dy, dz) order among equals) and every one within sqrt(select2) <= sqrt(bound2)
-// get selected[j] = 1 (selected is sized to the candidates and cleared first). The CPU finds the
-// candidates around a point in `grid`, a SortedGrid of their voxels' keys with max_nb >= nb, the
-// CUDA backend in their hash, `index`; each backend may leave the other's null.
+// its representative candidate_sensor[j] within sqrt(bound2) of p. Those get marks->within[j] = 1,
+// the nearest of them (the first in (dx, dy, dz) order among equals) marks->nearest[j] = 1, and
+// every one within sqrt(select2) <= sqrt(bound2) marks->close[j] = 1 (the marks are sized to the
+// candidates and cleared first). The CPU finds the candidates around a point in `grid`, a
+// SortedGrid of their voxels' keys with max_nb >= nb, the CUDA backend in their hash, `index`;
+// each backend may leave the other's null.
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                       const VoxelHash* index, const std::vector<Eigen::Vector3f>& candidate_sensor,
                       double voxel_m, int nb, double bound2, double select2,
-                      std::vector<uint8_t>* explained, std::vector<uint8_t>* selected);
+                      std::vector<uint8_t>* explained, CandidateMarks* marks);
 
 // Encode's first gap test, for the points ClassifyPoints left unexplained: near[i] = 1 when some
 // candidate whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor pts[i] has

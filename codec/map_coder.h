@@ -25,6 +25,15 @@ struct Candidates {
   VoxelHash index{0};                   // voxel key -> candidate index (encoder only)
 };
 
+// What the encoder's classification found out about each candidate, each an OR over the frame's
+// points (hot_paths.h ClassifyPoints): nearest, the nearest candidate within the tolerance of some
+// point (the first among equals), which must be selected for that point to be explained; close,
+// within select_factor of the tolerance of some point; within, within the tolerance of some
+// point, so that selecting it keeps the bound (its decoded point has an original one within it).
+struct CandidateMarks {
+  std::vector<uint8_t> nearest, close, within;
+};
+
 // The angular grid of the visibility context: cell = row * kAngularCols + column.
 constexpr int kAngularCols = 1024;
 // The grid column of a point in the sensor frame, by the rule DeriveCandidates projects with.
@@ -112,8 +121,12 @@ struct SelectionModel {
   Adaptation adaptation;
   NeighbourContext neighbours;
 };
-std::vector<uint8_t> EncodeSelection(const Candidates& c, const std::vector<uint8_t>& selected,
-                                     const SelectionModel& model);
+// The encoder chooses each bit as it codes it (the decoder reads bits, whatever chose them): 1 for
+// a nearest, 0 for a candidate within no point's tolerance, and otherwise by its marks (close:
+// selected) unless the bit's adaptive model favours the other value strongly enough
+// (kAddOdds, kDropOdds in map_coder.cpp). *selected receives the bits.
+std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& marks,
+                                     const SelectionModel& model, std::vector<uint8_t>* selected);
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
                        const SelectionModel& model, std::vector<uint8_t>* selected);
 

@@ -26,7 +26,7 @@ Status IndexKeys(const uint64_t* packed, size_t n, size_t slots, int32_t shift, 
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
                       const kernels::HashView& index, size_t slots, const float* sensor,
                       size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
-                      uint8_t* explained, uint8_t* selected);
+                      uint8_t* explained, uint8_t* nearest, uint8_t* close, uint8_t* within);
 
 // As ClassifyPoints; near: n (written whole).
 Status MarkNearCandidates(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,

@@ -100,7 +100,7 @@ Status Finish() {
 __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
                                kernels::HashView index, const float* sensor, double voxel_m,
                                int32_t nb, double bound2, double select2, uint8_t* explained,
-                               uint8_t* selected) {
+                               uint8_t* nearest, uint8_t* close, uint8_t* within) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const double p[3] = {double(pts[3 * i]), double(pts[3 * i + 1]), double(pts[3 * i + 2])};
@@ -115,7 +115,7 @@ __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
     int32_t best = -1;
     double best_d2 = bound2;
     auto flush = [&]() {
-      kernels::SelectNear(sensor, near, size_t(count), p, bound2, select2, selected, &best,
+      kernels::SelectNear(sensor, near, size_t(count), p, bound2, select2, within, close, &best,
                           &best_d2);
       count = 0;
     };
@@ -131,7 +131,7 @@ __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
       }
     }
     flush();
-    if (best >= 0) selected[best] = 1;
+    if (best >= 0) nearest[best] = 1;
     e = best >= 0;
   }
   explained[i] = e;
@@ -223,24 +223,28 @@ Status DeviceAvailable() {
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
                       const kernels::HashView& index, size_t slots, const float* sensor,
                       size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
-                      uint8_t* explained, uint8_t* selected) {
+                      uint8_t* explained, uint8_t* nearest, uint8_t* close, uint8_t* within) {
   DeviceArray<float> d_pts, d_sensor;
-  DeviceArray<uint8_t> d_explained, d_selected;
+  DeviceArray<uint8_t> d_explained, d_marks[3];  // nearest, close, within
   DeviceHash d_index;
   DV_RETURN_IF_ERROR(d_pts.Upload(pts, 3 * n));
   DV_RETURN_IF_ERROR(d_sensor.Upload(sensor, 3 * candidates));
   DV_RETURN_IF_ERROR(d_index.Upload(index, slots));
   DV_RETURN_IF_ERROR(d_explained.Reserve(n));
-  DV_RETURN_IF_ERROR(d_selected.Reserve(candidates));
-  DV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_selected.get(), 0, candidates, cudaStreamPerThread));
+  for (DeviceArray<uint8_t>& m : d_marks) {
+    DV_RETURN_IF_ERROR(m.Reserve(candidates));
+    DV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.get(), 0, candidates, cudaStreamPerThread));
+  }
   if (n > 0) {
     ClassifyKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(
         d_pts.get(), n, T_map_sensor, d_index.view, d_sensor.get(), voxel_m, nb, bound2, select2,
-        d_explained.get(), d_selected.get());
+        d_explained.get(), d_marks[0].get(), d_marks[1].get(), d_marks[2].get());
     DV_RETURN_IF_ERROR(Launched());
   }
   DV_RETURN_IF_ERROR(d_explained.Download(explained, n));
-  DV_RETURN_IF_ERROR(d_selected.Download(selected, candidates));
+  DV_RETURN_IF_ERROR(d_marks[0].Download(nearest, candidates));
+  DV_RETURN_IF_ERROR(d_marks[1].Download(close, candidates));
+  DV_RETURN_IF_ERROR(d_marks[2].Download(within, candidates));
   return Finish();
 }
 

@@ -317,10 +317,10 @@ TEST_F(StreetMap, FarOutlierPointsAreCodedWithinTheBoundOrRefusedByName) {
   }
 }
 
-// The selection rule against brute force over every candidate: a point is explained when some
-// representative is within the bound; its nearest one is selected, and so is every one within the
-// selection radius of any point; nothing else is.
-TEST_F(StreetMap, ClassificationSelectsTheNearestAndEveryCandidateWithinTheSelectionRadius) {
+// The classification against brute force over every candidate: a point is explained when some
+// representative is within the bound; one of its nearest ones is marked nearest, every one within
+// the bound of any point within, every one within the selection radius close; nothing else is.
+TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
   const Pose truth = test::StreetPose(2);
   const PointCloud full = test::StreetFrame(truth, {test::CarAt(4, 2)});
   std::vector<Eigen::Vector3f> pts;
@@ -331,47 +331,89 @@ TEST_F(StreetMap, ClassificationSelectsTheNearestAndEveryCandidateWithinTheSelec
   ASSERT_GT(cand.voxels.size(), 1000u);
   for (double factor : {0.0, 0.6, 1.0}) {
     const double select = factor * bound;
-    std::vector<uint8_t> explained, selected;
+    std::vector<uint8_t> explained;
+    CandidateMarks marks;
     const int nb = int(std::ceil(bound / res));
     const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
     ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, RigidOf(truth.linear(), truth.translation()),
                                &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
-                               &explained, &selected)
+                               &explained, &marks)
                     .ok());
-    std::vector<uint8_t> within(cand.voxels.size(), 0), nearest(cand.voxels.size(), 0);
-    size_t n_explained = 0;
+    const size_t n = cand.voxels.size();
+    std::vector<uint8_t> within(n, 0), close(n, 0), nearest(n, 0);
+    size_t n_explained = 0, n_within = 0, n_close = 0;
     for (size_t i = 0; i < pts.size(); ++i) {
       const Eigen::Vector3d p = pts[i].cast<double>();
       double best = bound * bound;
       std::vector<size_t> at_best;
-      for (size_t j = 0; j < cand.voxels.size(); ++j) {
+      for (size_t j = 0; j < n; ++j) {
         const double d2 = (cand.sensor[j].cast<double>() - p).squaredNorm();
-        if (d2 <= select * select) within[j] = 1;
+        if (d2 <= bound * bound) within[j] = 1;
+        if (d2 <= select * select) close[j] = 1;
         if (d2 < best) at_best.clear(), best = d2;
         if (d2 <= best) at_best.push_back(j);
       }
       ASSERT_EQ(explained[i], at_best.empty() ? 0 : 1) << "point " << i << " factor " << factor;
       n_explained += explained[i];
       if (at_best.empty()) continue;
-      // Ties go to the first in the kernel's look-up order; one of the nearest is selected.
+      // Ties go to the first in the kernel's look-up order; one of the nearest is marked.
       EXPECT_TRUE(
-          std::any_of(at_best.begin(), at_best.end(), [&](size_t j) { return selected[j]; }))
+          std::any_of(at_best.begin(), at_best.end(), [&](size_t j) { return marks.nearest[j]; }))
           << "point " << i << " factor " << factor;
       for (size_t j : at_best) nearest[j] = 1;
     }
-    size_t n_selected = 0;
-    for (size_t j = 0; j < cand.voxels.size(); ++j) {
-      if (within[j]) {
-        EXPECT_EQ(selected[j], 1) << "candidate " << j << " factor " << factor;
+    for (size_t j = 0; j < n; ++j) {
+      EXPECT_EQ(marks.within[j], within[j]) << "candidate " << j << " factor " << factor;
+      EXPECT_EQ(marks.close[j], close[j]) << "candidate " << j << " factor " << factor;
+      if (marks.nearest[j]) {
+        EXPECT_TRUE(nearest[j]) << "candidate " << j << " factor " << factor;
       }
-      if (selected[j]) {
-        EXPECT_TRUE(within[j] || nearest[j]) << "candidate " << j << " factor " << factor;
-      }
-      n_selected += selected[j];
+      n_within += within[j];
+      n_close += close[j];
     }
     EXPECT_GT(n_explained, pts.size() * 8 / 10);
-    EXPECT_GT(n_selected, 0u);
+    EXPECT_GT(n_within, 0u);
+    EXPECT_EQ(n_close > 0, factor > 0) << factor;
   }
+}
+
+// The encoder chooses the free bits (within some point's bound, no point's nearest) by their
+// models' odds; whatever it chooses, the decoder reads the same bits, every nearest is selected
+// and nothing outside every point's bound is.
+TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
+  const Pose truth = test::StreetPose(2);
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  const size_t n = cand.voxels.size();
+  std::mt19937 rng(5);
+  // Marks as a classification leaves them: nearest and close within `within`; runs of each, as
+  // surfaces give, so that the models learn patterns worth following.
+  CandidateMarks marks{std::vector<uint8_t>(n), std::vector<uint8_t>(n), std::vector<uint8_t>(n)};
+  for (size_t j = 0; j < n; ++j) {
+    const int kind = int(rng() % 10);
+    marks.within[j] = kind < 7;
+    marks.nearest[j] = kind < 2;
+    marks.close[j] = kind >= 2 && kind < 4;
+  }
+  std::vector<uint8_t> chosen, decoded;
+  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &chosen);
+  ASSERT_TRUE(DecodeSelection(cand, bits.data(), bits.size(), model, &decoded).ok());
+  EXPECT_EQ(decoded, chosen);
+  size_t added = 0, dropped = 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (marks.nearest[j]) {
+      EXPECT_EQ(chosen[j], 1) << j;
+    }
+    if (!marks.within[j]) {
+      EXPECT_EQ(chosen[j], 0) << j;
+    }
+    added += chosen[j] && !marks.nearest[j] && !marks.close[j];
+    dropped += !chosen[j] && marks.close[j];
+  }
+  // The free bits did follow their models, both ways.
+  EXPECT_GT(added, 0u);
+  EXPECT_GT(dropped, 0u);
 }
 
 // The projection (kernels::Project, PortableAtan2) is written with selects and truncation, not
@@ -892,10 +934,12 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
     maps::RouteMap* map;
     double gap_factor;
     uint8_t version;
+    bool pinned = false;  // written by the current encoder, byte for byte
   };
   // Version 1: no gap sections; 2: gap sections; 3: kCounted models, face-state selection context;
   // 4: causal child-level neighbours in the octree contexts; 5: ring neighbours in the selection
-  // contexts.
+  // contexts. golden_delta_v5_nearest_rule.dvd is version 5 as the encoder first wrote it, before
+  // it chose free selection bits by their models' odds (map_coder.cpp kAddOdds).
   for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
                           Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
                           Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
@@ -903,10 +947,11 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
                           Golden{"golden_delta_v3.dvd", map_.get(), 2, 3},
                           Golden{"golden_intra_v4.dvd", nullptr, 2, 4},
                           Golden{"golden_delta_v4.dvd", map_.get(), 2, 4},
-                          Golden{"golden_intra_v5.dvd", nullptr, 2, 5},
-                          Golden{"golden_delta_v5.dvd", map_.get(), 2, 5}}) {
+                          Golden{"golden_delta_v5_nearest_rule.dvd", map_.get(), 2, 5},
+                          Golden{"golden_intra_v5.dvd", nullptr, 2, 5, true},
+                          Golden{"golden_delta_v5.dvd", map_.get(), 2, 5, true}}) {
     const std::string path = test::FixturePath(g.name);
-    if (g.version == 5) {
+    if (g.pinned) {
       EncoderParams p;
       p.tolerance_m = 0.15;
       p.gap_factor = g.gap_factor;

@@ -85,10 +85,11 @@ TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
   EXPECT_FALSE(ProjectCandidates(Backend::kCuda, cand.voxels, 0.2, Prior(3).linear(),
                                  Prior(3).translation(), {1024, 80, -0.45, 0.11}, &proj)
                    .ok());
-  std::vector<uint8_t> explained, selected;
+  std::vector<uint8_t> explained;
+  CandidateMarks marks;
   EXPECT_FALSE(ClassifyPoints(Backend::kCuda, frame.xyz,
                               RigidOf(Prior(3).linear(), Prior(3).translation()), nullptr,
-                              &cand.index, cand.sensor, 0.2, 1, 0.01, 0.0036, &explained, &selected)
+                              &cand.index, cand.sensor, 0.2, 1, 0.01, 0.0036, &explained, &marks)
                    .ok());
   std::vector<Eigen::Vector3d> map_pts(cand.voxels.size());
   for (size_t i = 0; i < map_pts.size(); ++i)
@@ -182,15 +183,18 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
     const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
     for (double select : {0.0, 0.6, 1.0}) {
       const double s2 = select * select * bound * bound;
-      std::vector<uint8_t> cpu_e, cpu_s, cuda_e, cuda_s;
+      std::vector<uint8_t> cpu_e, cuda_e;
+      CandidateMarks cpu_m, cuda_m;
       ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
-                                 nb, bound * bound, s2, &cpu_e, &cpu_s)
+                                 nb, bound * bound, s2, &cpu_e, &cpu_m)
                       .ok());
       ASSERT_TRUE(ClassifyPoints(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index, cand.sensor,
-                                 0.2, nb, bound * bound, s2, &cuda_e, &cuda_s)
+                                 0.2, nb, bound * bound, s2, &cuda_e, &cuda_m)
                       .ok());
       EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb << " select " << select;
-      EXPECT_EQ(cpu_s, cuda_s) << "nb " << nb << " select " << select;
+      EXPECT_EQ(cpu_m.nearest, cuda_m.nearest) << "nb " << nb << " select " << select;
+      EXPECT_EQ(cpu_m.close, cuda_m.close) << "nb " << nb << " select " << select;
+      EXPECT_EQ(cpu_m.within, cuda_m.within) << "nb " << nb << " select " << select;
       size_t explained = 0;
       for (uint8_t e : cpu_e) explained += e;
       EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;

@@ -121,13 +121,14 @@ int main(int argc, char** argv) {
       t[b].project.push_back(Ms([&] {
         Check(ProjectCandidates(be, cand.voxels, tol, R, tr, {1024, 80, -0.45, 0.11}, &proj));
       }));
-      std::vector<uint8_t> explained, selected;
+      std::vector<uint8_t> explained;
+      CandidateMarks marks;
       // The CPU's time includes sorting the candidates' keys, as the encoder does once a frame.
       t[b].classify.push_back(Ms([&] {
         std::unique_ptr<SortedGrid> grid;
         if (be == Backend::kCpu) grid = std::make_unique<SortedGrid>(VoxelKeys(cand.voxels), nb, 0);
         Check(ClassifyPoints(be, cloud->xyz, T, grid.get(), &cand.index, cand.sensor, tol, nb,
-                             bound2, bound2 * 0.36, &explained, &selected));
+                             bound2, bound2 * 0.36, &explained, &marks));
       }));
       // Registration's search: 8 coarse and 5 fine iterations over the source points, as
       // RegisterFrame runs them (coarse cells of 3 m, 64 points a cell).
