@@ -108,9 +108,15 @@ DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, 
     const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
                          double(sensor[3 * j + 2])};
     const double d2 = Dist2(s, p);
+#ifdef __CUDA_ARCH__
     // Every writer stores 1: ORs, free of order.
     if (d2 <= bound2) within[j] = 1;
     if (d2 <= select2) close[j] = 1;
+#else
+    // One thread: ORs without branches, which mispredicted on half the candidates.
+    within[j] = uint8_t(within[j] | (d2 <= bound2));
+    close[j] = uint8_t(close[j] | (d2 <= select2));
+#endif
     if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
       *best = j;
       *best_d2 = d2;
