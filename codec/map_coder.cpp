@@ -430,16 +430,15 @@ void CodeSelection(const Candidates& c, const SelectionModel& model,
 namespace {
 
 // A free bit (a candidate within some point's tolerance that is no point's nearest) goes the
-// way its model predicts when the model is this sure, in units of 2^-16, and has coded a few bits:
-// selected when 1 has probability above 3/4, left out (if close) when 0 has one above 0.6. A
-// predicted bit costs less than half a bit, and an unpredicted one more than one, so the encoder
-// spends bits where they buy distance, not where they break a pattern. On KITTI 00 at equal
-// Chamfer distance (0.05 / 0.10 / 0.15 m) that is 71.3 / 240 / 501 in place of 67.6 / 228 / 480, on
-// 07 126 / 515 / 1324 in place of 116 / 467 / 1165 (BENCHMARK.md); thresholds of 0.6-0.85 and
-// 0.5-0.9 all gained within 1% of that.
+// way its model predicts when the model is this sure, in units of 2^-16: selected when 1 has
+// probability above 3/4, left out (if close) when 0 has one above 0.6. A predicted bit costs less
+// than half a bit, and an unpredicted one more than one, so the encoder spends bits where they
+// buy distance, not where they break a pattern. On KITTI 00 at equal Chamfer distance (0.05 /
+// 0.10 / 0.15 m) that is 71.3 / 241 / 503 in place of 67.6 / 228 / 480, on 07 127 / 519 / 1342 in
+// place of 116 / 467 / 1165 (BENCHMARK.md); thresholds of 0.6-0.85 and 0.5-0.9 all gained within
+// 1% of that.
 constexpr uint32_t kAddOdds = 3 * 65536 / 4;  // P(1) above which a free bit is 1
 constexpr uint32_t kDropOdds = 39321;         // P(0) above which a close, free bit is 0 (0.6)
-constexpr uint8_t kMinUses = 4;
 
 }  // namespace
 
@@ -449,7 +448,7 @@ std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& 
   selected->assign(c.voxels.size(), 0);
   CodeSelection(c, model, *selected, [&](BitModel* m, size_t i) {
     int bit = marks.nearest[i] || marks.close[i];
-    if (marks.within[i] && !marks.nearest[i] && m->uses >= kMinUses) {
+    if (marks.within[i] && !marks.nearest[i]) {
       if (!bit && 65536u - m->p > kAddOdds) bit = 1;
       if (bit && m->p > kDropOdds) bit = 0;
     }
