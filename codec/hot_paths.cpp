@@ -8,8 +8,12 @@
 #ifdef DEJAVIEW_HAVE_CUDA
 #include "cuda/cuda_hot_paths.h"
 #endif
-#if DEJAVIEW_PROJECT_AVX2
+// The AVX2 projection needs GCC's or clang's target attribute and an x86-64 CPU.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DEJAVIEW_PROJECT_AVX2 1
 #include <immintrin.h>
+#else
+#define DEJAVIEW_PROJECT_AVX2 0
 #endif
 
 namespace dv::codec {

@@ -91,11 +91,6 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
 // at a time. The bits are the same either way: a frame's contexts depend on them, and it must
 // decode alike on a machine without AVX2. On KITTI 00 at T = 0.1 the projection was a fifth of a
 // frame's decode time (dv_micro BM_DejaviewDecodeFrame, perf).
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define DEJAVIEW_PROJECT_AVX2 1
-#else
-#define DEJAVIEW_PROJECT_AVX2 0
-#endif
 bool CpuHasAvx2();
 void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const kernels::Rigid& T,
                 const kernels::AngularGrid& grid, bool avx2, float* sensor, double* range,

@@ -425,10 +425,6 @@ void CodeSelection(const Candidates& c, const SelectionModel& model,
   }
 }
 
-}  // namespace
-
-namespace {
-
 // A free bit (a candidate within some point's tolerance that is no point's nearest) goes the
 // way its model predicts when the model is this sure, in units of 2^-16: selected when 1 has
 // probability above 3/4, left out (if close) when 0 has one above 0.6. A predicted bit costs less
@@ -437,8 +433,8 @@ namespace {
 // 0.10 / 0.15 m) that is 71.3 / 241 / 503 in place of 67.6 / 228 / 480, on 07 127 / 519 / 1342 in
 // place of 116 / 467 / 1165 (BENCHMARK.md); thresholds of 0.6-0.85 and 0.5-0.9 all gained within
 // 1% of that.
-constexpr uint32_t kAddOdds = 3 * 65536 / 4;  // P(1) above which a free bit is 1
-constexpr uint32_t kDropOdds = 39321;         // P(0) above which a close, free bit is 0 (0.6)
+constexpr uint32_t kAddOdds = 3 * 65536 / 4;   // P(1) above which a free bit is 1
+constexpr uint32_t kDropOdds = 3 * 65536 / 5;  // P(0) above which a close, free bit is 0
 
 }  // namespace
 
