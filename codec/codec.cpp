@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "dejaview/base/bytes.h"
@@ -26,10 +27,12 @@ constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
 // stream and a context of each face neighbour's state for the selection bits. Every delta frame of
 // version 3 carries the gap sections (empty when no point is in the gap class). Versions 1 and 2
 // are still decoded, with their own models. Version 4 adds the causal child-level neighbours to
-// the octree sections' contexts (octree_coder.h, OctreeModel). Version 5, the one written, models
-// the selection bits by the causal neighbours on the candidate's scan ring (map_coder.h).
+// the octree sections' contexts (octree_coder.h, OctreeModel). Version 5 models the selection
+// bits by the causal neighbours on the candidate's scan ring (map_coder.h). Version 6, the one
+// written, adds the surface sections: gap points on the map's ground profile, coded as 2D cells
+// whose height the decoder reads off the map (SurfaceProfile).
 constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4,
-                  kVersionRing = 5;
+                  kVersionRing = 5, kVersionSurface = 6;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -40,6 +43,8 @@ enum Section : uint8_t {
   kIntraIntensity = 5,
   kGapGeometry = 6,
   kGapIntensity = 7,
+  kSurfaceGeometry = 8,
+  kSurfaceIntensity = 9,
 };
 constexpr int kMaxSections = 8;
 // Every decision of the encoder keeps this much below the tolerance, so that float rounding of
@@ -67,6 +72,10 @@ const char* SectionName(uint8_t id) {
       return "gap";
     case kGapIntensity:
       return "gap_intensity";
+    case kSurfaceGeometry:
+      return "surface";
+    case kSurfaceIntensity:
+      return "surface_intensity";
     default:
       return "unknown";
   }
@@ -123,7 +132,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
-  uint8_t version = kVersionRing;
+  uint8_t version = kVersionSurface;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -176,7 +185,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionRing)) {
+  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionSurface)) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
@@ -250,6 +259,11 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
       return bad(std::string("section ") + SectionName(id) +
                  " is only valid in a delta frame of version 2 or later");
     }
+    if ((id == kSurfaceGeometry || id == kSurfaceIntensity) &&
+        (h->version < kVersionSurface || h->mode != kModeDelta)) {
+      return bad(std::string("section ") + SectionName(id) +
+                 " is only valid in a delta frame of version 6 or later");
+    }
     sections->push_back({id, p, size_t(len)});
     p += len;
   }
@@ -308,6 +322,16 @@ Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vecto
 // stays residual (on KITTI 00 at T = 0.1, 12 more of the 343 moving points went to the gap class,
 // BENCHMARK.md). Encoder only: the decoder reads each cell's class from the section it is in.
 constexpr double kSurfaceWindow = 0.1;  // of the point's horizontal distance
+// The surface profile's reach (of a point's horizontal distance) and the side of a surface cell
+// (of the bound): its centre's horizontal offset leaves the profile's height error 0.14 of the
+// bound at a corner and more towards the middle. Measured on KITTI 00 at T = 0.1 (BENCHMARK.md):
+// sides 1.2 / 1.4 / 1.6 gave 72.6 / 73.4 / 73.2, reach 0.1 / 0.2 / 0.3 gave 73.8 / 74.1 / 74.1.
+constexpr double kProfileWindow = 0.2;
+constexpr double kSurfaceStepFactor = 1.4;
+// Below this many bytes of surface cells the encoder also codes the gap class in one octree and
+// keeps the smaller (on KITTI 00 the one octree won at T >= 0.3, where the surface is a few
+// hundred bytes a frame: its section's models start from nothing).
+constexpr size_t kSmallSurfaceBytes = 1024;
 void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates& cand, double gap_m,
                       std::vector<uint8_t>* near) {
   if (std::find(near->begin(), near->end(), 0) == near->end()) return;
@@ -358,6 +382,139 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
     }
     (*near)[i] = nearer && farther;
   }
+}
+
+// The map's ground profile along each column of the angular grid, which both sides derive from
+// the candidates: per column and bin of horizontal distance h (kProfileBinM), the lowest
+// representative (a bin with ground samples in it has the ground lowest; one with only a wall or
+// a car, their lowest sample, often the foot). The height at (x, y) is interpolated in h between
+// the nearest samples below and above it in its column, each within kSurfaceWindow of its h:
+// ground between the map's scan rings, metres apart at 20-50 m. The encoder keeps a gap point
+// on this profile only where the bound holds at the decoded position, so a wrong profile costs
+// bits, never error. Float arithmetic in a fixed order: both sides get the same bits.
+class SurfaceProfile {
+ public:
+  static constexpr float kProfileBinM = 0.5f;
+  static constexpr int kBins = 160;  // to 80 m
+
+  // Holds what Height needs at the points (x, y) of `at`, the cells to be placed: the bins of each
+  // of their columns within the window of any of them (Height finds the same there as in a full
+  // profile, and nothing outside its window counts), so only those candidates are binned.
+  SurfaceProfile(const Candidates& cand, const std::vector<Eigen::Vector3f>& at)
+      : bins_(size_t(kAngularCols) * kBins, Sample{0, std::numeric_limits<float>::infinity()}),
+        lo_(kAngularCols, std::numeric_limits<float>::infinity()),
+        hi_(kAngularCols, -std::numeric_limits<float>::infinity()) {
+    for (const Eigen::Vector3f& p : at) {
+      const float h = std::sqrt(p.x() * p.x() + p.y() * p.y());
+      const size_t c = size_t(AngularColumn(Eigen::Vector3f(p.x(), p.y(), 0)));
+      lo_[c] = std::min(lo_[c], h - float(kProfileWindow) * h);
+      hi_[c] = std::max(hi_[c], h + float(kProfileWindow) * h);
+    }
+    // Whole bins around each column's span, with a bin to spare against rounding.
+    for (size_t c = 0; c < lo_.size(); ++c) {
+      if (lo_[c] > hi_[c]) continue;
+      lo_[c] = std::max(lo_[c] - 2 * kProfileBinM, 0.0f);
+      hi_[c] += 2 * kProfileBinM;
+      lo_[c] *= lo_[c];
+      hi_[c] *= hi_[c];
+    }
+    for (size_t j = 0; j < cand.cell.size(); ++j) {
+      // Only samples below the sensor: the ground under a vehicle's LiDAR.
+      if (cand.cell[j] < 0 || !(cand.sensor[j].z() < 0)) continue;
+      const size_t c = size_t(cand.cell[j] % kAngularCols);
+      const Eigen::Vector3f& q = cand.sensor[j];
+      const float h2 = q.x() * q.x() + q.y() * q.y();
+      if (!(h2 >= lo_[c] && h2 <= hi_[c])) continue;
+      const float h = std::sqrt(h2);
+      const int b = int(h / kProfileBinM);
+      if (b >= kBins) continue;
+      Sample& s = bins_[c * kBins + size_t(b)];
+      // Lowest first; the nearer among equals, so the result is free of the candidates' order.
+      if (q.z() < s.z || (q.z() == s.z && h < s.h)) s = {h, q.z()};
+    }
+  }
+
+  // The profile's height at (x, y) of the sensor frame; false where the column has no sample on
+  // either side within the window.
+  bool Height(float x, float y, float* z) const {
+    const float h = std::sqrt(x * x + y * y);
+    const float w = float(kProfileWindow) * h;
+    const int b = int(h / kProfileBinM);
+    if (b >= kBins) return false;
+    const Sample* col = &bins_[size_t(AngularColumn(Eigen::Vector3f(x, y, 0))) * kBins];
+    const Sample* below = nullptr;
+    const Sample* above = nullptr;
+    for (int k = b; k >= 0; --k) {
+      const Sample& s = col[k];
+      if (std::isinf(s.z) || s.h >= h) continue;
+      if (h - s.h <= w) below = &s;
+      break;
+    }
+    for (int k = b; k < kBins; ++k) {
+      const Sample& s = col[k];
+      if (std::isinf(s.z) || s.h < h) continue;
+      if (s.h - h <= w) above = &s;
+      break;
+    }
+    if (!below || !above) return false;
+    // below->h < h <= above->h: a positive span.
+    *z = below->z + (above->z - below->z) * ((h - below->h) / (above->h - below->h));
+    return true;
+  }
+
+ private:
+  struct Sample {
+    float h, z;
+  };
+  std::vector<Sample> bins_;
+  std::vector<float> lo_, hi_;  // per column, the squared span of horizontal distances kept
+};
+
+double SurfaceStep(double bound_m) { return kSurfaceStepFactor * (bound_m - kMarginM); }
+
+float SurfaceCentre(double v, double step_m) {
+  return float((std::floor(v / step_m) + 0.5) * step_m);
+}
+
+// Moves the gap points whose surface cell, at the profile's height, lies within the bound of them
+// to *surface, and their intensities to *surface_i; then leaves out the surface cells whose every
+// point another one's decoded point covers (DropCoveredCells), and sets the rest's z to 0 (the
+// cells are 2D).
+void SplitSurface(const Candidates& cand, double tol, std::vector<Eigen::Vector3f>* gap,
+                  std::vector<float>* gap_i, std::vector<Eigen::Vector3f>* surface,
+                  std::vector<float>* surface_i) {
+  const double step = SurfaceStep(tol), bound2 = (tol - kMarginM) * (tol - kMarginM);
+  std::vector<Eigen::Vector3f> centres(gap->size());
+  for (size_t i = 0; i < gap->size(); ++i) {
+    const Eigen::Vector3f& p = (*gap)[i];
+    centres[i] = {SurfaceCentre(double(p.x()), step), SurfaceCentre(double(p.y()), step), 0};
+  }
+  const SurfaceProfile profile(cand, centres);
+  size_t kept = 0;
+  for (size_t i = 0; i < gap->size(); ++i) {
+    const Eigen::Vector3f p = (*gap)[i];
+    const float cx = centres[i].x(), cy = centres[i].y();
+    float z = 0;
+    if (profile.Height(cx, cy, &z)) {
+      const double dx = double(cx) - p.x(), dy = double(cy) - p.y(), dz = double(z) - p.z();
+      if (dx * dx + dy * dy + dz * dz <= bound2) {
+        surface->push_back(p);
+        surface_i->push_back((*gap_i)[i]);
+        continue;
+      }
+    }
+    (*gap)[kept] = p;
+    (*gap_i)[kept++] = (*gap_i)[i];
+  }
+  gap->resize(kept);
+  gap_i->resize(kept);
+  const CellHeight height = [&](float x, float y) {
+    float z = 0;
+    profile.Height(x, y, &z);
+    return z;
+  };
+  DropCoveredCells(step, tol - kMarginM, surface, surface_i, &height);
+  for (Eigen::Vector3f& p : *surface) p.z() = 0;
 }
 
 }  // namespace
@@ -515,11 +672,49 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   }
   rep->residual_points = residual.size();
   rep->gap_points = gap.size();
+  // The gap class coded two ways, the smaller kept: all in the 3D octree, or the points on the
+  // map's ground profile in the surface sections and the rest in 3D. The surface's 2D cells win
+  // where much ground lies between the map's rings (KITTI 00 at T <= 0.2) and lose to a second
+  // section's start-up costs where the gap class is a few hundred cells (T >= 0.3).
   // A gap cell costs about a byte, and on KITTI 12-23% of them have every point within the
   // tolerance of a neighbour's centre (BENCHMARK.md). Residual cells gain next to nothing: they
   // are few, at 2 cm.
-  DropCoveredCells(CellStep(tol), tol - kMarginM, &gap, &gap_i);
-  lap("gap tests");
+  std::vector<Eigen::Vector3f> rest = gap, surface;
+  std::vector<float> rest_i = gap_i, surface_i;
+  if (!gap.empty()) SplitSurface(cand, tol, &rest, &rest_i, &surface, &surface_i);
+  auto gap_sections = [&](const std::vector<Eigen::Vector3f>& g, const std::vector<float>& gi,
+                          const std::vector<Eigen::Vector3f>& sf, const std::vector<float>& si,
+                          Header* out) -> StatusOr<size_t> {
+    // Each gap cell holds an original point and its centre is within T of every point in it, as
+    // for intra cells: the bound holds whatever the classification decided. So does each surface
+    // cell's decoded point for the points SplitSurface put in it.
+    DV_RETURN_IF_ERROR(
+        AddCellSections(g, gi, CellStep(tol), params.intensity, kGapGeometry, kGapIntensity, out));
+    DV_RETURN_IF_ERROR(AddCellSections(sf, si, SurfaceStep(tol), params.intensity, kSurfaceGeometry,
+                                       kSurfaceIntensity, out));
+    size_t bytes = 0;
+    for (const auto& section : out->sections) bytes += section.second.size();
+    return bytes;
+  };
+  Header gap_only, split;
+  size_t split_bytes = SIZE_MAX, gap_only_bytes = SIZE_MAX;
+  if (!surface.empty()) {
+    DropCoveredCells(CellStep(tol), tol - kMarginM, &rest, &rest_i);
+    DV_ASSIGN_OR_RETURN(split_bytes, gap_sections(rest, rest_i, surface, surface_i, &split));
+  }
+  // Coding the gap class twice would cost as much again as coding it once (9 ms at T = 0.05 on
+  // KITTI 00), and the one octree wins only where the surface section is small.
+  size_t surface_bytes = 0;
+  for (const auto& section : split.sections) {
+    if (section.first == kSurfaceGeometry) surface_bytes = section.second.size();
+  }
+  if (surface.empty() || surface_bytes < kSmallSurfaceBytes) {
+    DropCoveredCells(CellStep(tol), tol - kMarginM, &gap, &gap_i);
+    DV_ASSIGN_OR_RETURN(gap_only_bytes, gap_sections(gap, gap_i, {}, {}, &gap_only));
+  }
+  const bool use_split = split_bytes < gap_only_bytes;
+  rep->surface_points = use_split ? surface.size() : 0;
+  lap("gap tests and gap coding");
 
   ByteWriter map_section;
   map_section.Varint(radius_dm);
@@ -532,10 +727,9 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   lap("selection coding");
   DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
                                      kResidualGeometry, kResidualIntensity, &h));
-  // Each gap cell holds an original point and its centre is within T of every point in it, as
-  // for intra cells: the bound holds whatever the classification decided.
-  DV_RETURN_IF_ERROR(AddCellSections(gap, gap_i, CellStep(tol), params.intensity, kGapGeometry,
-                                     kGapIntensity, &h));
+  for (auto& section : (use_split ? split : gap_only).sections) {
+    h.sections.push_back(std::move(section));
+  }
   std::vector<uint8_t> bytes = WriteContainer(h);
   lap("octree coding");
   Report(h, rep);
@@ -586,23 +780,24 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
   DV_ASSIGN_OR_RETURN(DecodedFrame out, DecodeHeader(data, size));
   const bool intensity = out.intensity;
-  auto cells = [&](uint8_t gid, uint8_t iid, double bound_m, uint8_t source) -> Status {
+  auto cells = [&](uint8_t gid, uint8_t iid, double step_m, uint8_t source,
+                   CellCloud* c) -> Status {
     const ParsedSection* g = FindSection(sections, gid);
     const ParsedSection* in = FindSection(sections, iid);
     if (!g) return Status::Corruption(std::string("delta: missing section ") + SectionName(gid));
     if (intensity && !in) {
       return Status::Corruption(std::string("delta: missing section ") + SectionName(iid));
     }
-    CellCloud c;
     DV_RETURN_IF_ERROR(DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0,
-                                   CellStep(bound_m), intensity, OctreeModelOf(h.version),
-                                   kMaxPointsPerFrame, &c)
+                                   step_m, intensity, OctreeModelOf(h.version), kMaxPointsPerFrame,
+                                   c)
                            .WithContext(std::string("delta: section ") + SectionName(gid)));
-    AppendCells(c, intensity, source, &out);
+    AppendCells(*c, intensity, source, &out);
     return Status::Ok();
   };
   if (out.intra) {
-    DV_RETURN_IF_ERROR(cells(kIntraGeometry, kIntraIntensity, out.tolerance_m, 1));
+    CellCloud c;
+    DV_RETURN_IF_ERROR(cells(kIntraGeometry, kIntraIntensity, CellStep(out.tolerance_m), 1, &c));
     return out;
   }
   if (map == nullptr) {
@@ -632,9 +827,25 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);
     out.source.push_back(0);
   }
-  DV_RETURN_IF_ERROR(cells(kResidualGeometry, kResidualIntensity, out.residual_precision_m, 1));
+  CellCloud c;
+  DV_RETURN_IF_ERROR(
+      cells(kResidualGeometry, kResidualIntensity, CellStep(out.residual_precision_m), 1, &c));
   if (h.version >= kVersionGap) {
-    DV_RETURN_IF_ERROR(cells(kGapGeometry, kGapIntensity, out.tolerance_m, 2));
+    DV_RETURN_IF_ERROR(cells(kGapGeometry, kGapIntensity, CellStep(out.tolerance_m), 2, &c));
+  }
+  if (h.version >= kVersionSurface) {
+    const size_t first = out.cloud.size();
+    DV_RETURN_IF_ERROR(
+        cells(kSurfaceGeometry, kSurfaceIntensity, SurfaceStep(out.tolerance_m), 2, &c));
+    if (!c.centres.empty()) {
+      const SurfaceProfile profile(cand, c.centres);
+      for (size_t i = first; i < out.cloud.size(); ++i) {
+        Eigen::Vector3f& p = out.cloud.xyz[i];
+        if (!profile.Height(p.x(), p.y(), &p.z())) {
+          return Status::Corruption("delta: section surface: a cell off the map's profile");
+        }
+      }
+    }
   }
   return out;
 }

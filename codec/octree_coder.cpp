@@ -158,15 +158,15 @@ struct IntensityModel {
 }  // namespace
 
 void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f>* points,
-                      std::vector<float>* intensity) {
+                      std::vector<float>* intensity, const CellHeight* height) {
   const size_t n = points->size();
   // Each point's cell, numbered in the order of first points; the cells' points listed by cell.
   std::vector<int32_t> cell_of(n);
   std::vector<maps::VoxelKey> keys;
   VoxelHash cells(n / 2 + 16);
   for (size_t i = 0; i < n; ++i) {
-    maps::VoxelKey k;
-    for (int a = 0; a < 3; ++a) {
+    maps::VoxelKey k(0, 0, 0);
+    for (int a = 0; a < (height ? 2 : 3); ++a) {
       const double f = std::floor(double((*points)[i][a]) / step_m);
       if (!(std::fabs(f) < kPackBias - 3)) return;  // the neighbours' keys must pack too
       k[a] = int32_t(f);
@@ -181,8 +181,14 @@ void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f
   std::vector<int32_t> fill(start.begin(), start.end() - 1);
   for (size_t i = 0; i < n; ++i) members[size_t(fill[size_t(cell_of[i])]++)] = int32_t(i);
 
-  // A cell's decoded centre, per axis, as DecodeCells places it.
+  // A cell's decoded centre, per axis, as DecodeCells places it; with `height`, its z as well.
   auto centre = [&](int32_t k) { return double(float((double(k) + 0.5) * step_m)); };
+  std::vector<double> decoded_z(keys.size());
+  for (size_t c = 0; c < keys.size(); ++c) {
+    const maps::VoxelKey& k = keys[c];
+    decoded_z[c] =
+        height ? double((*height)(float(centre(k.x())), float(centre(k.y())))) : centre(k.z());
+  }
   const double bound2 = bound_m * bound_m;
   std::vector<uint8_t> kept(keys.size(), 1), locked(keys.size(), 0);
   std::vector<int32_t> coverers;
@@ -199,6 +205,7 @@ void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f
         lo[a] = double(p[a]) - centre(k[a] - 1) <= bound_m ? -1 : 0;
         hi[a] = centre(k[a] + 1) - double(p[a]) <= bound_m ? 1 : 0;
       }
+      if (height) lo[2] = hi[2] = 0;
       bool covered = false;
       for (int dx = lo[0]; dx <= hi[0] && !covered; ++dx) {
         for (int dy = lo[1]; dy <= hi[1] && !covered; ++dy) {
@@ -208,7 +215,7 @@ void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f
             const int32_t b = cells.Find(PackKey(q));
             if (b < 0 || !kept[size_t(b)]) continue;
             const double ex = centre(q.x()) - double(p.x()), ey = centre(q.y()) - double(p.y()),
-                         ez = centre(q.z()) - double(p.z());
+                         ez = decoded_z[size_t(b)] - double(p.z());
             if (ex * ex + ey * ey + ez * ez <= bound2) {
               covered = true;
               coverers.push_back(b);

@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dejaview/base/status.h"
@@ -44,9 +45,12 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
 // points of the cells that stay (with their intensities, in their order). Fewer cells to code,
 // and every point still has a decoded point within bound_m. A cell whose centre covers a point of
 // a dropped cell stays for good; cells are visited in the order of their first points. Keys
-// outside the voxel hash's range leave the points as they are.
+// outside the voxel hash's range leave the points as they are. With `height`, cells are columns
+// (x, y) and a cell decodes to (centre x, centre y, height(centre x, centre y)), which must hold
+// for every cell of the points (the delta format's surface sections).
+using CellHeight = std::function<float(float x, float y)>;
 void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f>* points,
-                      std::vector<float>* intensity);
+                      std::vector<float>* intensity, const CellHeight* height = nullptr);
 
 // Intensity quantisation shared by every section: 6 bits over KITTI's [0, 1] reflectance.
 inline uint8_t QuantizeIntensity6(float v) {

@@ -120,12 +120,14 @@ int main(int argc, char** argv) {
     dec_ms += dm;
     const Pose err = drive->poses[i].inverse() * rep.T_map_sensor;
     std::printf(
-        "frame %zu: %zu pts, %zu B (ratio %.1f)%s cand %zu sel %zu expl %zu res %zu gap %zu, "
+        "frame %zu: %zu pts, %zu B (ratio %.1f)%s cand %zu sel %zu expl %zu res %zu gap %zu "
+        "(surface %zu), "
         "pose err %.3f m %.4f deg, H %.4f CD %.4f, enc %.1f ms dec %.1f ms [",
         i, cloud->size(), enc->size(), 12.0 * cloud->size() / enc->size(),
         rep.intra_fallback ? " INTRA" : "", rep.candidates, rep.selected_voxels,
-        rep.explained_points, rep.residual_points, rep.gap_points, TranslationNorm(err),
-        RotationAngleRad(err) * 180 / M_PI, e.hausdorff_m(), e.chamfer_m(), em, dm);
+        rep.explained_points, rep.residual_points, rep.gap_points, rep.surface_points,
+        TranslationNorm(err), RotationAngleRad(err) * 180 / M_PI, e.hausdorff_m(), e.chamfer_m(),
+        em, dm);
     for (auto& [name, n] : rep.section_bytes) std::printf(" %s=%zu", name.c_str(), n);
     std::printf(" ]\n");
   }

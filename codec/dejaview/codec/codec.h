@@ -63,7 +63,8 @@ struct EncodeReport {
   size_t non_finite_points = 0;
   size_t explained_points = 0;
   size_t residual_points = 0;  // original points coded by the residual (or intra) octree
-  size_t gap_points = 0;       // original points coded by the gap octree
+  size_t gap_points = 0;       // original points coded at the tolerance (gap class)
+  size_t surface_points = 0;   // of which on the map's ground profile (the surface sections)
   size_t candidates = 0;       // map voxels the decoder derives from (map, pose)
   size_t selected_voxels = 0;
   std::vector<std::pair<std::string, size_t>> section_bytes;
@@ -88,7 +89,7 @@ struct DecodedFrame {
   bool intra = false;
   bool intensity = false;
   std::string map_version;  // empty for intra frames
-  // Per point: 0 map voxel, 1 residual (or intra) octree, 2 gap octree.
+  // Per point: 0 map voxel, 1 residual (or intra) octree, 2 gap class (gap or surface sections).
   std::vector<uint8_t> source;
   std::vector<std::pair<std::string, size_t>> section_bytes;
 };
