@@ -96,13 +96,14 @@ DV_HOST_DEVICE inline bool Explains(const float* sensor, int32_t j, const double
 // ClassifyPoints' rule for one point p, over the candidates around it in (dx, dy, dz) order,
 // given in one or more runs `near`: marks in `within` every one within sqrt(bound2) and in
 // `close` every one within sqrt(select2), and keeps in *best (its squared distance in *best_d2)
-// the nearest within sqrt(bound2) so far, the first among equals. Start with *best = -1 and
-// *best_d2 = bound2; after the last run the caller marks *best as a nearest (-1: p is not
-// explained).
+// the nearest within sqrt(bound2) so far, the first among equals, and in *second (*second_d2) the
+// nearest of the others, the first among equals. Start with *best = *second = -1 and *best_d2 =
+// *second_d2 = bound2; after the last run the caller marks *best as a nearest (-1: p is not
+// explained). The CUDA kernel and the CPU both run it per point.
 DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, size_t count,
                                       const double p[3], double bound2, double select2,
                                       uint8_t* within, uint8_t* close, int32_t* best,
-                                      double* best_d2) {
+                                      double* best_d2, int32_t* second, double* second_d2) {
   for (size_t m = 0; m < count; ++m) {
     const int32_t j = near[m];
     const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
@@ -117,9 +118,16 @@ DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, 
     within[j] = uint8_t(within[j] | (d2 <= bound2));
     close[j] = uint8_t(close[j] | (d2 <= select2));
 #endif
-    if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
+    if (!(d2 <= bound2)) continue;
+    if (*best < 0 || d2 < *best_d2) {
+      // The one it displaces came first among the nearest so far: it is the nearest of the rest.
+      *second = *best;
+      *second_d2 = *best_d2;
       *best = j;
       *best_d2 = d2;
+    } else if (*second < 0 || d2 < *second_d2) {
+      *second = j;
+      *second_d2 = d2;
     }
   }
 }

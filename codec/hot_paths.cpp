@@ -103,13 +103,16 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   for (std::vector<uint8_t>* m : {&marks->nearest, &marks->close, &marks->within}) {
     m->assign(candidate_sensor.size(), 0);
   }
+  marks->point_nearest.assign(pts.size(), -1);
+  marks->point_second.assign(pts.size(), -1);
   if (backend == Backend::kCuda) {
 #ifdef DEJAVIEW_HAVE_CUDA
     if (!index) return Status::InvalidArgument("classify: the CUDA backend needs the voxel hash");
     return cuda::ClassifyPoints(Floats(pts), pts.size(), T_map_sensor, index->view(),
                                 index->slots(), Floats(candidate_sensor), candidate_sensor.size(),
                                 voxel_m, nb, bound2, select2, explained->data(),
-                                marks->nearest.data(), marks->close.data(), marks->within.data());
+                                marks->nearest.data(), marks->close.data(), marks->within.data(),
+                                marks->point_nearest.data(), marks->point_second.data());
 #else
     return NoCuda();
 #endif
@@ -122,12 +125,15 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   ForEachPointNeighbourhood(
       pts, T_map_sensor, *grid, voxel_m, nb, [&](uint32_t i, const std::vector<int32_t>& near) {
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-        int32_t best = -1;
-        double best_d2 = bound2;
+        int32_t best = -1, second = -1;
+        double best_d2 = bound2, second_d2 = bound2;
         kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2,
-                            marks->within.data(), marks->close.data(), &best, &best_d2);
+                            marks->within.data(), marks->close.data(), &best, &best_d2, &second,
+                            &second_d2);
         if (best >= 0) marks->nearest[size_t(best)] = 1;
         (*explained)[i] = best >= 0;
+        marks->point_nearest[i] = best;
+        marks->point_second[i] = second;
       });
   return Status::Ok();
 }

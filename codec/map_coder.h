@@ -27,11 +27,15 @@ struct Candidates {
 
 // What the encoder's classification found out about each candidate, each an OR over the frame's
 // points (hot_paths.h ClassifyPoints): nearest, the nearest candidate within the tolerance of some
-// point (the first among equals), which must be selected for that point to be explained; close,
+// point (the first among equals), which that point's explanation rests on; close,
 // within select_factor of the tolerance of some point; within, within the tolerance of some
 // point, so that selecting it keeps the bound (its decoded point has an original one within it).
+// Per frame point: point_nearest, the candidate it marks as nearest, and point_second, the nearest
+// of the other candidates within the tolerance (-1 for none, or when not given at all): a nearest
+// may go when each of its points keeps its second (EncodeSelection).
 struct CandidateMarks {
   std::vector<uint8_t> nearest, close, within;
+  std::vector<int32_t> point_nearest, point_second;
 };
 
 // The angular grid of the visibility context: cell = row * kAngularCols + column.
@@ -124,7 +128,10 @@ struct SelectionModel {
 // The encoder chooses each bit as it codes it (the decoder reads bits, whatever chose them): 1 for
 // a nearest, 0 for a candidate within no point's tolerance, and otherwise by its marks (close:
 // selected) unless the bit's adaptive model favours the other value strongly enough
-// (kAddOdds, kDropOdds in map_coder.cpp). *selected receives the bits.
+// (kAddOdds, kDropOdds in map_coder.cpp). A nearest whose model strongly favours 0 (kCoverOdds)
+// is left out when every point it is the nearest of has a second candidate that is selected or
+// still to come; those are then selected whatever their models say. Every point explained by the
+// marks keeps a selected candidate within the tolerance. *selected receives the bits.
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& marks,
                                      const SelectionModel& model, std::vector<uint8_t>* selected);
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,

@@ -100,23 +100,24 @@ Status Finish() {
 __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
                                kernels::HashView index, const float* sensor, double voxel_m,
                                int32_t nb, double bound2, double select2, uint8_t* explained,
-                               uint8_t* nearest, uint8_t* close, uint8_t* within) {
+                               uint8_t* nearest, uint8_t* close, uint8_t* within,
+                               int32_t* point_nearest, int32_t* point_second) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const double p[3] = {double(pts[3 * i]), double(pts[3 * i + 1]), double(pts[3 * i + 2])};
   int32_t k[3];
   uint8_t e = 0;
+  int32_t best = -1, second = -1;
   if (kernels::NeighbourhoodKey(T, p, voxel_m, nb, k)) {
     // The candidates around p in (dx, dy, dz) order, as the CPU lists them, in runs of a fixed
     // size (the thread's memory stays fixed); SelectNear carries the nearest across runs.
     constexpr int kChunk = 32;
     int32_t near[kChunk];
     int count = 0;
-    int32_t best = -1;
-    double best_d2 = bound2;
+    double best_d2 = bound2, second_d2 = bound2;
     auto flush = [&]() {
       kernels::SelectNear(sensor, near, size_t(count), p, bound2, select2, within, close, &best,
-                          &best_d2);
+                          &best_d2, &second, &second_d2);
       count = 0;
     };
     for (int dx = -nb; dx <= nb; ++dx) {
@@ -135,6 +136,8 @@ __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
     e = best >= 0;
   }
   explained[i] = e;
+  point_nearest[i] = best;
+  point_second[i] = second;
 }
 
 // Whether any candidate around the point is within the bound: the search stops at the first.
@@ -223,14 +226,17 @@ Status DeviceAvailable() {
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
                       const kernels::HashView& index, size_t slots, const float* sensor,
                       size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
-                      uint8_t* explained, uint8_t* nearest, uint8_t* close, uint8_t* within) {
+                      uint8_t* explained, uint8_t* nearest, uint8_t* close, uint8_t* within,
+                      int32_t* point_nearest, int32_t* point_second) {
   DeviceArray<float> d_pts, d_sensor;
   DeviceArray<uint8_t> d_explained, d_marks[3];  // nearest, close, within
+  DeviceArray<int32_t> d_point[2];               // point_nearest, point_second
   DeviceHash d_index;
   DV_RETURN_IF_ERROR(d_pts.Upload(pts, 3 * n));
   DV_RETURN_IF_ERROR(d_sensor.Upload(sensor, 3 * candidates));
   DV_RETURN_IF_ERROR(d_index.Upload(index, slots));
   DV_RETURN_IF_ERROR(d_explained.Reserve(n));
+  for (DeviceArray<int32_t>& a : d_point) DV_RETURN_IF_ERROR(a.Reserve(n));
   for (DeviceArray<uint8_t>& m : d_marks) {
     DV_RETURN_IF_ERROR(m.Reserve(candidates));
     DV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.get(), 0, candidates, cudaStreamPerThread));
@@ -238,10 +244,13 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
   if (n > 0) {
     ClassifyKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(
         d_pts.get(), n, T_map_sensor, d_index.view, d_sensor.get(), voxel_m, nb, bound2, select2,
-        d_explained.get(), d_marks[0].get(), d_marks[1].get(), d_marks[2].get());
+        d_explained.get(), d_marks[0].get(), d_marks[1].get(), d_marks[2].get(),
+        d_point[0].get(), d_point[1].get());
     DV_RETURN_IF_ERROR(Launched());
   }
   DV_RETURN_IF_ERROR(d_explained.Download(explained, n));
+  DV_RETURN_IF_ERROR(d_point[0].Download(point_nearest, n));
+  DV_RETURN_IF_ERROR(d_point[1].Download(point_second, n));
   DV_RETURN_IF_ERROR(d_marks[0].Download(nearest, candidates));
   DV_RETURN_IF_ERROR(d_marks[1].Download(close, candidates));
   DV_RETURN_IF_ERROR(d_marks[2].Download(within, candidates));

@@ -341,7 +341,7 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
                     .ok());
     const size_t n = cand.voxels.size();
     std::vector<uint8_t> within(n, 0), close(n, 0), nearest(n, 0);
-    size_t n_explained = 0, n_within = 0, n_close = 0;
+    size_t n_explained = 0, n_within = 0, n_close = 0, n_second = 0;
     for (size_t i = 0; i < pts.size(); ++i) {
       const Eigen::Vector3d p = pts[i].cast<double>();
       double best = bound * bound;
@@ -355,12 +355,33 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
       }
       ASSERT_EQ(explained[i], at_best.empty() ? 0 : 1) << "point " << i << " factor " << factor;
       n_explained += explained[i];
-      if (at_best.empty()) continue;
+      if (at_best.empty()) {
+        EXPECT_EQ(marks.point_nearest[i], -1);
+        EXPECT_EQ(marks.point_second[i], -1);
+        continue;
+      }
       // Ties go to the first in the kernel's look-up order; one of the nearest is marked.
       EXPECT_TRUE(
           std::any_of(at_best.begin(), at_best.end(), [&](size_t j) { return marks.nearest[j]; }))
           << "point " << i << " factor " << factor;
       for (size_t j : at_best) nearest[j] = 1;
+      // The point's own nearest, and the nearest of the others within the bound.
+      const int32_t own = marks.point_nearest[i], second = marks.point_second[i];
+      ASSERT_GE(own, 0);
+      EXPECT_TRUE(std::count(at_best.begin(), at_best.end(), size_t(own)));
+      double second_best = bound * bound;
+      bool any_other = false;
+      for (size_t j = 0; j < n; ++j) {
+        if (int32_t(j) == own) continue;
+        const double d2 = (cand.sensor[j].cast<double>() - p).squaredNorm();
+        if (d2 <= bound * bound) any_other = true, second_best = std::min(second_best, d2);
+      }
+      ASSERT_EQ(second >= 0, any_other) << "point " << i;
+      if (second >= 0) {
+        EXPECT_NE(second, own);
+        EXPECT_EQ((cand.sensor[size_t(second)].cast<double>() - p).squaredNorm(), second_best);
+      }
+      n_second += second >= 0;
     }
     for (size_t j = 0; j < n; ++j) {
       EXPECT_EQ(marks.within[j], within[j]) << "candidate " << j << " factor " << factor;
@@ -372,6 +393,7 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
       n_close += close[j];
     }
     EXPECT_GT(n_explained, pts.size() * 8 / 10);
+    EXPECT_GT(n_second, 0u);
     EXPECT_GT(n_within, 0u);
     EXPECT_EQ(n_close > 0, factor > 0) << factor;
   }
@@ -388,7 +410,8 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
   std::mt19937 rng(5);
   // Marks as a classification leaves them: nearest and close within `within`; runs of each, as
   // surfaces give, so that the models learn patterns worth following.
-  CandidateMarks marks{std::vector<uint8_t>(n), std::vector<uint8_t>(n), std::vector<uint8_t>(n)};
+  CandidateMarks marks{
+      std::vector<uint8_t>(n), std::vector<uint8_t>(n), std::vector<uint8_t>(n), {}, {}};
   for (size_t j = 0; j < n; ++j) {
     const int kind = int(rng() % 10);
     marks.within[j] = kind < 7;
@@ -414,6 +437,53 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
   // The free bits did follow their models, both ways.
   EXPECT_GT(added, 0u);
   EXPECT_GT(dropped, 0u);
+}
+
+// With each point's nearest and second from a real classification, the encoder leaves a nearest
+// out only where each of its points keeps its second; every explained point still has a selected
+// candidate within the bound, and nothing outside every point's bound is selected.
+TEST_F(StreetMap, SelectionLeavesANearestOutOnlyWhereItsPointsKeepTheirSecond) {
+  const Pose truth = test::StreetPose(2);
+  const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
+  const int nb = int(std::ceil(bound / res));
+  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
+  std::vector<uint8_t> explained;
+  CandidateMarks marks;
+  ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, RigidOf(truth.linear(), truth.translation()),
+                             &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
+                             &explained, &marks)
+                  .ok());
+  std::vector<uint8_t> chosen, decoded;
+  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &chosen);
+  ASSERT_TRUE(DecodeSelection(cand, bits.data(), bits.size(), model, &decoded).ok());
+  EXPECT_EQ(decoded, chosen);
+  size_t left_out = 0;
+  for (size_t j = 0; j < chosen.size(); ++j) {
+    left_out += marks.nearest[j] && !chosen[j];
+    if (!marks.within[j]) {
+      EXPECT_EQ(chosen[j], 0) << j;
+    }
+  }
+  EXPECT_GT(left_out, 0u) << "no nearest was left out: the rule was not exercised";
+  for (size_t i = 0; i < frame.size(); ++i) {
+    const int32_t own = marks.point_nearest[i], second = marks.point_second[i];
+    if (own < 0) continue;
+    if (!chosen[size_t(own)]) {
+      ASSERT_GE(second, 0) << "point " << i;
+      EXPECT_EQ(chosen[size_t(second)], 1) << "point " << i;
+    }
+    // The bound, by brute force: a selected candidate within it.
+    const Eigen::Vector3d p = frame.xyz[i].cast<double>();
+    bool kept = false;
+    for (size_t j = 0; j < chosen.size() && !kept; ++j) {
+      kept = chosen[j] && (cand.sensor[j].cast<double>() - p).squaredNorm() <= bound * bound;
+    }
+    EXPECT_TRUE(kept) << "point " << i;
+  }
 }
 
 // The projection (kernels::Project, PortableAtan2) is written with selects and truncation, not
@@ -947,7 +1017,8 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   // 4: causal child-level neighbours in the octree contexts; 5: ring neighbours in the selection
   // contexts; 6: surface sections. golden_delta_v5_nearest_rule.dvd is version 5 as the encoder
   // first wrote it, before it chose free selection bits by their models' odds (map_coder.cpp
-  // kAddOdds).
+  // kAddOdds); golden_delta_v6_every_nearest.dvd version 6 before it left some nearests out
+  // (kCoverOdds).
   for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
                           Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
                           Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
@@ -958,6 +1029,7 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
                           Golden{"golden_delta_v5_nearest_rule.dvd", map_.get(), 2, 5},
                           Golden{"golden_intra_v5.dvd", nullptr, 2, 5},
                           Golden{"golden_delta_v5.dvd", map_.get(), 2, 5},
+                          Golden{"golden_delta_v6_every_nearest.dvd", map_.get(), 2, 6},
                           Golden{"golden_intra_v6.dvd", nullptr, 2, 6, true},
                           Golden{"golden_delta_v6.dvd", map_.get(), 2, 6, true}}) {
     const std::string path = test::FixturePath(g.name);
