@@ -244,8 +244,8 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
   if (n > 0) {
     ClassifyKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(
         d_pts.get(), n, T_map_sensor, d_index.view, d_sensor.get(), voxel_m, nb, bound2, select2,
-        d_explained.get(), d_marks[0].get(), d_marks[1].get(), d_marks[2].get(),
-        d_point[0].get(), d_point[1].get());
+        d_explained.get(), d_marks[0].get(), d_marks[1].get(), d_marks[2].get(), d_point[0].get(),
+        d_point[1].get());
     DV_RETURN_IF_ERROR(Launched());
   }
   DV_RETURN_IF_ERROR(d_explained.Download(explained, n));
