@@ -450,13 +450,15 @@ std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& 
   // The points each candidate is the nearest of (counting sort by candidate), and the candidates
   // that must be selected because a nearest before them was left out.
   std::vector<int32_t> start(n + 1, 0), points;
+  // Marks without each point's second (a caller's own) leave every nearest in.
+  const bool seconds = marks.point_second.size() == marks.point_nearest.size();
   for (int32_t b : marks.point_nearest) {
-    if (b >= 0) ++start[size_t(b) + 1];
+    if (b >= 0 && seconds) ++start[size_t(b) + 1];
   }
   for (size_t k = 1; k <= n; ++k) start[k] += start[k - 1];
   points.resize(size_t(start[n]));
   std::vector<int32_t> fill(start.begin(), start.end() - 1);
-  for (size_t p = 0; p < marks.point_nearest.size(); ++p) {
+  for (size_t p = 0; seconds && p < marks.point_nearest.size(); ++p) {
     const int32_t b = marks.point_nearest[p];
     if (b >= 0) points[size_t(fill[size_t(b)]++)] = int32_t(p);
   }
