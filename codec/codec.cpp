@@ -404,11 +404,15 @@ class SurfaceProfile {
       : bins_(size_t(kAngularCols) * kBins, Sample{0, std::numeric_limits<float>::infinity()}),
         lo_(kAngularCols, std::numeric_limits<float>::infinity()),
         hi_(kAngularCols, -std::numeric_limits<float>::infinity()) {
-    for (const Eigen::Vector3f& p : at) {
-      const float h = std::sqrt(p.x() * p.x() + p.y() * p.y());
-      const size_t c = size_t(AngularColumn(Eigen::Vector3f(p.x(), p.y(), 0)));
-      lo_[c] = std::min(lo_[c], h - float(kProfileWindow) * h);
-      hi_[c] = std::max(hi_[c], h + float(kProfileWindow) * h);
+    at_column_.resize(at.size());
+    at_h_.resize(at.size());
+    for (size_t i = 0; i < at.size(); ++i) {
+      const float h = std::sqrt(at[i].x() * at[i].x() + at[i].y() * at[i].y());
+      const int32_t c = AngularColumn(Eigen::Vector3f(at[i].x(), at[i].y(), 0));
+      at_column_[i] = c;
+      at_h_[i] = h;
+      lo_[size_t(c)] = std::min(lo_[size_t(c)], h - float(kProfileWindow) * h);
+      hi_[size_t(c)] = std::max(hi_[size_t(c)], h + float(kProfileWindow) * h);
     }
     // Whole bins around each column's span, with a bin to spare against rounding.
     for (size_t c = 0; c < lo_.size(); ++c) {
@@ -435,13 +439,18 @@ class SurfaceProfile {
   }
 
   // The profile's height at (x, y) of the sensor frame; false where the column has no sample on
-  // either side within the window.
+  // either side within the window. HeightAt: the same at the i-th point given to the constructor.
   bool Height(float x, float y, float* z) const {
-    const float h = std::sqrt(x * x + y * y);
+    return HeightIn(AngularColumn(Eigen::Vector3f(x, y, 0)), std::sqrt(x * x + y * y), z);
+  }
+  bool HeightAt(size_t i, float* z) const { return HeightIn(at_column_[i], at_h_[i], z); }
+
+ private:
+  bool HeightIn(int32_t column, float h, float* z) const {
     const float w = float(kProfileWindow) * h;
     const int b = int(h / kProfileBinM);
     if (b >= kBins) return false;
-    const Sample* col = &bins_[size_t(AngularColumn(Eigen::Vector3f(x, y, 0))) * kBins];
+    const Sample* col = &bins_[size_t(column) * kBins];
     const Sample* below = nullptr;
     const Sample* above = nullptr;
     for (int k = b; k >= 0; --k) {
@@ -462,12 +471,13 @@ class SurfaceProfile {
     return true;
   }
 
- private:
   struct Sample {
     float h, z;
   };
   std::vector<Sample> bins_;
   std::vector<float> lo_, hi_;  // per column, the squared span of horizontal distances kept
+  std::vector<int32_t> at_column_;
+  std::vector<float> at_h_;
 };
 
 double SurfaceStep(double bound_m) { return kSurfaceStepFactor * (bound_m - kMarginM); }
@@ -495,7 +505,7 @@ void SplitSurface(const Candidates& cand, double tol, std::vector<Eigen::Vector3
     const Eigen::Vector3f p = (*gap)[i];
     const float cx = centres[i].x(), cy = centres[i].y();
     float z = 0;
-    if (profile.Height(cx, cy, &z)) {
+    if (profile.HeightAt(i, &z)) {
       const double dx = double(cx) - p.x(), dy = double(cy) - p.y(), dz = double(z) - p.z();
       if (dx * dx + dy * dy + dz * dz <= bound2) {
         surface->push_back(p);
@@ -840,8 +850,7 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     if (!c.centres.empty()) {
       const SurfaceProfile profile(cand, c.centres);
       for (size_t i = first; i < out.cloud.size(); ++i) {
-        Eigen::Vector3f& p = out.cloud.xyz[i];
-        if (!profile.Height(p.x(), p.y(), &p.z())) {
+        if (!profile.HeightAt(i - first, &out.cloud.xyz[i].z())) {
           return Status::Corruption("delta: section surface: a cell off the map's profile");
         }
       }

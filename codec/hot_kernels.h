@@ -119,7 +119,7 @@ DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, 
     close[j] = uint8_t(close[j] | (d2 <= select2));
 #endif
     // Both tests fail for most candidates (beyond the bound, or no nearer): branches that
-    // predict well (testing the bound first mispredicted on half of them: 1.8 ms more a frame
+    // predict well (testing the bound first mispredicted on half of them: 1.7 ms more a frame
     // on KITTI 00 at T = 0.2).
     if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
       // The one it displaces came first among the nearest so far: it is the nearest of the rest.
