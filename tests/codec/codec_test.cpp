@@ -206,6 +206,18 @@ class StreetMap : public ::testing::Test {
     ASSERT_TRUE(maps::BuildMap({drive}, opt, root_ + "/map").ok());
     map_ = maps::OpenMap(root_ + "/map", 0).value();
   }
+  // A damaged frame (Sections, Join) that the decoder refuses as corrupt, saying `what`; the
+  // container's own checks (a section in the wrong kind of frame) fail for `dejaview inspect` too.
+  void ExpectCorrupt(const Sections& damaged, const std::string& what) {
+    const std::vector<uint8_t> b = Join(damaged);
+    auto d = Decode(b.data(), b.size(), map_.get());
+    ASSERT_FALSE(d.ok()) << what;
+    EXPECT_EQ(d.status().code(), Status::Code::kCorruption);
+    EXPECT_NE(d.status().message().find(what), std::string::npos) << d.status().message();
+    if (what.find("only valid") != std::string::npos) {
+      EXPECT_FALSE(DecodeHeader(b.data(), b.size()).ok());
+    }
+  }
   std::string root_;
   std::unique_ptr<maps::RouteMap> map_;
 };
@@ -1120,45 +1132,34 @@ TEST_F(StreetMap, DamagedOrMisplacedGapSectionsAreRejected) {
   ASSERT_GT(rep.gap_points, 0u);
   const Sections whole = Split(bytes);
   ASSERT_EQ(Join(whole), bytes);
-  auto expect_error = [&](const Sections& s, const std::string& what) {
-    const std::vector<uint8_t> b = Join(s);
-    auto d = Decode(b.data(), b.size(), map_.get());
-    ASSERT_FALSE(d.ok()) << what;
-    EXPECT_EQ(d.status().code(), Status::Code::kCorruption);
-    EXPECT_NE(d.status().message().find(what), std::string::npos) << d.status().message();
-    // The container checks run for `dejaview inspect` too.
-    if (what.find("only valid") != std::string::npos) {
-      EXPECT_FALSE(DecodeHeader(b.data(), b.size()).ok());
-    }
-  };
   Sections s = whole;
   const std::vector<uint8_t> gap_body = s.body(kGapId);
   s.body(kGapId).resize(s.body(kGapId).size() / 2);
-  expect_error(s, "delta: section gap: octree: truncated occupancy stream");
+  ExpectCorrupt(s, "delta: section gap: octree: truncated occupancy stream");
   s = whole;
   s.body(kGapIntensityId).resize(s.body(kGapIntensityId).size() / 2);
-  expect_error(s, "delta: section gap: octree: truncated intensity stream");
+  ExpectCorrupt(s, "delta: section gap: octree: truncated intensity stream");
   s = whole;
   s.body(kGapId)[0] = 30;
-  expect_error(s, "delta: section gap: octree: depth 30");
+  ExpectCorrupt(s, "delta: section gap: octree: depth 30");
   s = whole;
   s.erase(kGapId);
-  expect_error(s, "missing section gap");
+  ExpectCorrupt(s, "missing section gap");
   s = whole;
   s.erase(kGapIntensityId);
-  expect_error(s, "missing section gap_intensity");
+  ExpectCorrupt(s, "missing section gap_intensity");
   s = whole;
   s.prefix[4] = 1;
-  expect_error(s, "section gap is only valid in a delta frame of version 2 or later");
+  ExpectCorrupt(s, "section gap is only valid in a delta frame of version 2 or later");
   // A version 1 frame (the committed one, coded against this map) relabelled 2 lacks its gap
   // section.
   s = Split(ReadFileBytes(test::FixturePath("golden_delta_v1.dvd")).value());
   s.prefix[4] = 2;
-  expect_error(s, "missing section gap");
+  ExpectCorrupt(s, "missing section gap");
   // Gap sections in an intra frame.
   s = Split(Encode(frame, test::StreetPose(2), {}, {}, nullptr).value());
   s.list.emplace_back(kGapId, gap_body);
-  expect_error(s, "section gap is only valid in a delta frame of version 2 or later");
+  ExpectCorrupt(s, "section gap is only valid in a delta frame of version 2 or later");
 }
 
 // Version 6's surface sections: gap points on the map's ground profile, coded as 2D cells whose
@@ -1197,27 +1198,20 @@ TEST_F(StreetMap, SurfaceSectionsHoldTheBoundAndDamageIsRejected) {
   EXPECT_EQ(plain_rep.surface_points, 0u);
   EXPECT_EQ(Split(plain).body(kSurfaceId), std::vector<uint8_t>{0});
 
-  auto expect_error = [&](const Sections& damaged, const std::string& what) {
-    const std::vector<uint8_t> b = Join(damaged);
-    auto d = Decode(b.data(), b.size(), map_.get());
-    ASSERT_FALSE(d.ok()) << what;
-    EXPECT_EQ(d.status().code(), Status::Code::kCorruption);
-    EXPECT_NE(d.status().message().find(what), std::string::npos) << d.status().message();
-  };
   s.body(kSurfaceId).resize(s.body(kSurfaceId).size() / 2);
-  expect_error(s, "delta: section surface: octree: truncated occupancy stream");
+  ExpectCorrupt(s, "delta: section surface: octree: truncated occupancy stream");
   s = whole;
   s.erase(kSurfaceIntensityId);
-  expect_error(s, "missing section surface_intensity");
+  ExpectCorrupt(s, "missing section surface_intensity");
   s = whole;
   s.erase(kSurfaceId);
-  expect_error(s, "missing section surface");
+  ExpectCorrupt(s, "missing section surface");
   s = whole;
   s.prefix[4] = 5;
-  expect_error(s, "section surface is only valid in a delta frame of version 6 or later");
+  ExpectCorrupt(s, "section surface is only valid in a delta frame of version 6 or later");
   Sections intra = Split(Encode(frame, test::StreetPose(2), {}, p, nullptr).value());
   intra.list.emplace_back(kSurfaceId, whole.list.front().second);
-  expect_error(intra, "section surface is only valid in a delta frame of version 6 or later");
+  ExpectCorrupt(intra, "section surface is only valid in a delta frame of version 6 or later");
   // A cell 200 m out, beyond the profile's reach: no height to give it.
   s = whole;
   std::vector<uint8_t> far_cell, far_intensity;
@@ -1226,7 +1220,7 @@ TEST_F(StreetMap, SurfaceSectionsHoldTheBoundAndDamageIsRejected) {
                   .ok());
   s.body(kSurfaceId) = far_cell;
   s.body(kSurfaceIntensityId) = far_intensity;
-  expect_error(s, "delta: section surface: a cell off the map's profile");
+  ExpectCorrupt(s, "delta: section surface: a cell off the map's profile");
 }
 
 }  // namespace
