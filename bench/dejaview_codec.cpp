@@ -48,7 +48,9 @@ class DejaviewCodec : public Codec {
     std::filesystem::remove_all(dir.str(), ec);
     maps::BuildOptions options;
     options.resolution_m = tolerance_m;
-    DV_RETURN_IF_ERROR(maps::BuildMap(map_drives, options, dir.str()));
+    // The map carries the codec priors learnt from its drives (codec.h TrainPriors), as
+    // `dejaview map build` writes it; their bytes count in map_bytes.
+    DV_RETURN_IF_ERROR(codec::BuildMapWithPriors(map_drives, options, dir.str()));
     DV_ASSIGN_OR_RETURN(map_, maps::OpenMap(dir.str(), kMapMemoryBudgetBytes));
     map_bytes_ = DirectoryBytes(dir.str());
     return Status::Ok();

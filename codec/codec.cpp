@@ -30,9 +30,10 @@ constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
 // the octree sections' contexts (octree_coder.h, OctreeModel). Version 5 models the selection
 // bits by the causal neighbours on the candidate's scan ring (map_coder.h). Version 6, the one
 // written, adds the surface sections: gap points on the map's ground profile, coded as 2D cells
-// whose height the decoder reads off the map (SurfaceProfile).
+// whose height the decoder reads off the map (SurfaceProfile). Version 7, the one written, starts
+// the selection models from the priors the map carries (TrainPriors), where it carries any.
 constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4,
-                  kVersionRing = 5, kVersionSurface = 6;
+                  kVersionRing = 5, kVersionSurface = 6, kVersionPriors = 7;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -85,10 +86,58 @@ Adaptation AdaptationOf(uint8_t version) {
   return version >= kVersionCounted ? Adaptation::kCounted : Adaptation::kShift4;
 }
 
-SelectionModel SelectionModelOf(uint8_t version) {
-  return {AdaptationOf(version), version >= kVersionRing      ? NeighbourContext::kRingNeighbours
-                                 : version >= kVersionCounted ? NeighbourContext::kFaceStates
-                                                              : NeighbourContext::kSelectedFaces};
+// priors: the map's (MapPriors), empty for none.
+SelectionModel SelectionModelOf(uint8_t version, const std::vector<BitModel>& priors) {
+  SelectionModel m{AdaptationOf(version),
+                   version >= kVersionRing      ? NeighbourContext::kRingNeighbours
+                   : version >= kVersionCounted ? NeighbourContext::kFaceStates
+                                                : NeighbourContext::kSelectedFaces};
+  if (version >= kVersionPriors && !priors.empty()) m.start = priors.data();
+  return m;
+}
+
+// The codec priors of a map (docs/map-format.md, "Codec priors"): "DVCP", u8 version 1, u32
+// count, then count x (u16 p, u8 uses), little-endian: the selection models' starting states.
+constexpr char kPriorsMagic[4] = {'D', 'V', 'C', 'P'};
+constexpr uint8_t kPriorsVersion = 1;
+constexpr size_t kPriorsHeader = 9;
+
+std::vector<uint8_t> WritePriors(const std::vector<BitModel>& models) {
+  ByteWriter w;
+  w.Bytes(reinterpret_cast<const uint8_t*>(kPriorsMagic), 4);
+  w.U8(kPriorsVersion);
+  w.U32(uint32_t(models.size()));
+  for (const BitModel& m : models) {
+    w.U16(m.p);
+    w.U8(m.uses);
+  }
+  return w.Take();
+}
+
+Status MapPriors(const maps::RouteMap& map, std::vector<BitModel>* out) {
+  out->clear();
+  const std::vector<uint8_t>& b = map.codec_priors();
+  if (b.empty()) return Status::Ok();
+  auto bad = [&](const std::string& what) {
+    return Status::Corruption("map " + map.version() + ": codec priors: " + what);
+  };
+  ByteReader r(b.data(), b.size());
+  uint8_t magic[4] = {0, 0, 0, 0}, version = 0;
+  uint32_t count = 0;
+  if (!r.Bytes(magic, 4) || std::memcmp(magic, kPriorsMagic, 4) != 0) return bad("bad magic");
+  if (!r.U8(&version) || version != kPriorsVersion) return bad("unsupported version");
+  if (!r.U32(&count) || count != kSelectionModels || r.remaining() != 3 * size_t(count)) {
+    return bad("expected " + std::to_string(kSelectionModels) + " selection models");
+  }
+  out->resize(count);
+  for (BitModel& m : *out) {
+    // The range coder keeps p in [1, 65535] and uses in [0, 32].
+    if (!r.U16(&m.p) || !r.U8(&m.uses) || m.p == 0 || m.uses > 32) {
+      out->clear();
+      return bad("a model state out of range");
+    }
+  }
+  return Status::Ok();
 }
 
 OctreeModel OctreeModelOf(uint8_t version) {
@@ -132,7 +181,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
-  uint8_t version = kVersionSurface;
+  uint8_t version = kVersionPriors;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -185,7 +234,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionSurface)) {
+  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionPriors)) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
@@ -527,11 +576,12 @@ void SplitSurface(const Candidates& cand, double tol, std::vector<Eigen::Vector3
   for (Eigen::Vector3f& p : *surface) p.z() = 0;
 }
 
-}  // namespace
-
-StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior,
-                                      const FrameInfo& info, const EncoderParams& params,
-                                      maps::RouteMap* map, EncodeReport* report) {
+// train (TrainPriors): the selection starts from these states, not the map's, and leaves its
+// final states in them.
+StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& prior,
+                                           const FrameInfo& info, const EncoderParams& params,
+                                           maps::RouteMap* map, EncodeReport* report,
+                                           std::vector<BitModel>* train) {
   if (!frame.consistent()) return Status::InvalidArgument("encode: inconsistent point cloud");
   if (!(params.tolerance_m >= 0.001 && params.tolerance_m <= 10)) {
     return Status::InvalidArgument("encode: tolerance_m must be in [0.001, 10] m");
@@ -729,8 +779,16 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
   ByteWriter map_section;
   map_section.Varint(radius_dm);
   std::vector<uint8_t> selected;
-  const std::vector<uint8_t> bits =
-      EncodeSelection(cand, marks, SelectionModelOf(h.version), &selected);
+  std::vector<BitModel> priors;
+  SelectionModel model;
+  if (train) {
+    model = SelectionModelOf(h.version, *train);
+    model.end = train->data();
+  } else {
+    DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("encode"));
+    model = SelectionModelOf(h.version, priors);
+  }
+  const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &selected);
   for (uint8_t s : selected) rep->selected_voxels += s;
   map_section.Bytes(bits.data(), bits.size());
   h.sections.emplace_back(kMapSelection, map_section.Take());
@@ -762,6 +820,51 @@ StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior
     }
   }
   return bytes;
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior,
+                                      const FrameInfo& info, const EncoderParams& params,
+                                      maps::RouteMap* map, EncodeReport* report) {
+  return EncodeFrame(frame, prior, info, params, map, report, nullptr);
+}
+
+StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int every,
+                                           maps::RouteMap* map) {
+  if (every < 1) return Status::InvalidArgument("train priors: every must be >= 1");
+  std::vector<std::pair<size_t, size_t>> frames;  // (drive, frame)
+  for (size_t d = 0; d < drives.size(); ++d) {
+    if (drives[d].poses.size() != drives[d].size()) {
+      return Status::InvalidArgument("train priors: " + drives[d].root + " has no poses");
+    }
+    for (size_t i = 0; i < drives[d].size(); i += size_t(every)) frames.emplace_back(d, i);
+  }
+  if (frames.empty()) return Status::InvalidArgument("train priors: no frames");
+  // Evenly spread over the drives: the statistics settle within a few frames.
+  const size_t n = std::min(frames.size(), kMaxPriorFrames);
+  EncoderParams params;
+  params.tolerance_m = map->resolution_m();
+  params.intensity = false;
+  std::vector<BitModel> models(kSelectionModels);
+  for (size_t k = 0; k < n; ++k) {
+    const auto [d, i] = frames[k * frames.size() / n];
+    DV_ASSIGN_OR_RETURN(PointCloud cloud, ReadPointCloudFile(drives[d].frame_paths[i]));
+    DV_RETURN_IF_ERROR(
+        EncodeFrame(cloud, drives[d].poses[i], {i, 0, 0}, params, map, nullptr, &models)
+            .status()
+            .WithContext("train priors: " + drives[d].frame_paths[i]));
+  }
+  return WritePriors(models);
+}
+
+Status BuildMapWithPriors(const std::vector<Drive>& drives, const maps::BuildOptions& options,
+                          const std::string& dir, maps::BuildReport* report) {
+  DV_RETURN_IF_ERROR(maps::BuildMap(drives, options, dir, report));
+  DV_ASSIGN_OR_RETURN(auto map, maps::OpenMap(dir, 0));
+  DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> priors,
+                      TrainPriors(drives, options.every, map.get()));
+  return maps::SetCodecPriors(dir, priors);
 }
 
 StatusOr<DecodedFrame> DecodeHeader(const uint8_t* data, size_t size) {
@@ -829,9 +932,12 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   DV_RETURN_IF_ERROR(DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
                                       &cand, kCandidateProjection));
   std::vector<uint8_t> selected;
-  DV_RETURN_IF_ERROR(
-      DecodeSelection(cand, r.position(), r.remaining(), SelectionModelOf(h.version), &selected)
-          .WithContext("delta"));
+  std::vector<BitModel> priors;
+  if (h.version >= kVersionPriors)
+    DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("delta"));
+  DV_RETURN_IF_ERROR(DecodeSelection(cand, r.position(), r.remaining(),
+                                     SelectionModelOf(h.version, priors), &selected)
+                         .WithContext("delta"));
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!selected[i]) continue;
     out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);

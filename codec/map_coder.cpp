@@ -165,6 +165,9 @@ int FaceState(NeighbourContext kind, const int32_t nb[kCausalOffsets],
 
 class SelectionContexts {
  public:
+  static_assert(kStaticStates * kNeighbourStates == kSelectionModels, "map_coder.h");
+  void Load(const BitModel* start) { std::copy(start, start + kSelectionModels, m_); }
+  void Store(BitModel* end) const { std::copy(m_, m_ + kSelectionModels, end); }
   BitModel* Get(uint8_t static_ctx, int neighbour) {
     return &m_[static_ctx * kNeighbourStates + neighbour];
   }
@@ -409,6 +412,7 @@ template <typename Code>
 void CodeSelection(const Candidates& c, const SelectionModel& model,
                    const std::vector<uint8_t>& selected, Code&& code) {
   auto ctx = std::make_unique<SelectionContexts>();
+  if (model.start) ctx->Load(model.start);
   CausalNeighbours around(c);
   int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
   if (model.neighbours == NeighbourContext::kRingNeighbours) {
@@ -417,12 +421,13 @@ void CodeSelection(const Candidates& c, const SelectionModel& model,
       around.Next(i, nb);
       ring.Mark(i, code(ctx->Get(c.context[i], ring.Get(nb, i)), i));
     }
-    return;
+  } else {
+    for (size_t i = 0; i < c.voxels.size(); ++i) {
+      around.Next(i, nb);
+      code(ctx->Get(c.context[i], FaceState(model.neighbours, nb, selected)), i);
+    }
   }
-  for (size_t i = 0; i < c.voxels.size(); ++i) {
-    around.Next(i, nb);
-    code(ctx->Get(c.context[i], FaceState(model.neighbours, nb, selected)), i);
-  }
+  if (model.end) ctx->Store(model.end);
 }
 
 // A free bit (a candidate within some point's tolerance that is no point's nearest) goes the

@@ -121,9 +121,15 @@ int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
 // causal neighbours nearest the candidate in horizontal range from the sensor, and how many
 // causal neighbours are selected, and the state of the one below.
 enum class NeighbourContext : uint8_t { kSelectedFaces, kFaceStates, kRingNeighbours };
+// start (version 7, where the map carries priors): kSelectionModels model states the selection
+// starts from, else every model starts at one half; end (training only): receives the states
+// after the last bit. start and end may be the same array.
+constexpr size_t kSelectionModels = 64 * 108;
 struct SelectionModel {
   Adaptation adaptation;
   NeighbourContext neighbours;
+  const BitModel* start = nullptr;
+  BitModel* end = nullptr;
 };
 // The encoder chooses each bit as it codes it (the decoder reads bits, whatever chose them): 1 for
 // a nearest, 0 for a candidate within no point's tolerance, and otherwise by its marks (close:

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <zstd.h>
+
 #include "dejaview/base/crc32c.h"
 #include "dejaview/base/file_util.h"
 #include "manifest.h"
@@ -12,12 +14,19 @@
 namespace dv::maps {
 namespace {
 
-constexpr int kManifestVersion = 1;
+// Version 2 adds the codec_priors line.
+constexpr int kManifestVersion = 1, kManifestPriors = 2;
 constexpr size_t kMaxTiles = size_t(1) << 20;
 // Tile keys beyond this would overflow int voxel keys (tile * 256 + 255).
 constexpr int kMaxTileKey = 1 << 22;
 
 std::array<int, 3> A(const VoxelKey& k) { return {k.x(), k.y(), k.z()}; }
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
 
 }  // namespace
 
@@ -26,8 +35,11 @@ std::string TileFileName(const VoxelKey& tile) {
          std::to_string(tile.z()) + ".dvt";
 }
 
-std::string FormatManifest(double resolution_m, const std::vector<TileInfo>& tiles) {
-  std::string s = "dejaview-map " + std::to_string(kManifestVersion) + "\n";
+std::string FormatManifest(double resolution_m, const std::vector<TileInfo>& tiles,
+                           const std::vector<uint8_t>& codec_priors) {
+  const bool priors = !codec_priors.empty();
+  std::string s =
+      "dejaview-map " + std::to_string(priors ? kManifestPriors : kManifestVersion) + "\n";
   char line[160];
   std::snprintf(line, sizeof(line), "resolution_m %.17g\ntile_voxels %d\ntiles %zu\n", resolution_m,
                 kTileVoxels, tiles.size());
@@ -36,6 +48,19 @@ std::string FormatManifest(double resolution_m, const std::vector<TileInfo>& til
     std::snprintf(line, sizeof(line), "tile %d %d %d %u %" PRIu64 " %08x\n", t.tile.x(), t.tile.y(),
                   t.tile.z(), t.voxels, t.bytes, t.crc32c);
     s += line;
+  }
+  if (priors) {
+    // zstd, then hex: the manifest stays text. Unused contexts keep one starting state, so the
+    // priors compress several times over.
+    std::vector<uint8_t> z(ZSTD_compressBound(codec_priors.size()));
+    z.resize(ZSTD_compress(z.data(), z.size(), codec_priors.data(), codec_priors.size(), 19));
+    s += "codec_priors " + std::to_string(codec_priors.size()) + " ";
+    static const char kHex[] = "0123456789abcdef";
+    for (uint8_t b : z) {
+      s += kHex[b >> 4];
+      s += kHex[b & 15];
+    }
+    s += "\n";
   }
   std::snprintf(line, sizeof(line), "end %08x\n", crc32c::Value(s.data(), s.size()));
   return s + line;
@@ -48,7 +73,7 @@ uint64_t ManifestHash(const std::string& text) {
 }
 
 Status ParseManifest(const std::string& text, const std::string& name, double* resolution_m,
-                     std::vector<TileInfo>* tiles) {
+                     std::vector<TileInfo>* tiles, std::vector<uint8_t>* codec_priors) {
   auto bad = [&](const std::string& what) { return Status::Corruption(name + ": " + what); };
   const size_t end = text.rfind("end ");
   if (end == std::string::npos || (end > 0 && text[end - 1] != '\n')) {
@@ -64,7 +89,9 @@ Status ParseManifest(const std::string& text, const std::string& name, double* r
   int version = 0, tile_voxels = 0;
   size_t count = 0;
   if (!(in >> word >> version) || word != "dejaview-map") return bad("not a dejaview map manifest");
-  if (version != kManifestVersion) return bad("unsupported map version " + std::to_string(version));
+  if (version != kManifestVersion && version != kManifestPriors) {
+    return bad("unsupported map version " + std::to_string(version));
+  }
   if (!(in >> word >> *resolution_m) || word != "resolution_m" || !(*resolution_m > 0.001) ||
       !(*resolution_m < 100)) {
     return bad("bad resolution_m");
@@ -92,6 +119,27 @@ Status ParseManifest(const std::string& text, const std::string& name, double* r
     }
     tiles->push_back(t);
   }
+  if (codec_priors) codec_priors->clear();
+  if (version == kManifestPriors) {
+    size_t raw = 0;
+    std::string hex;
+    if (!(in >> word >> raw >> hex) || word != "codec_priors") return bad("bad codec_priors line");
+    if (raw == 0 || raw > kMaxCodecPriorsBytes) return bad("codec_priors: bad size");
+    if (hex.size() % 2 != 0 || hex.size() / 2 > ZSTD_compressBound(raw)) {
+      return bad("codec_priors: bad length");
+    }
+    std::vector<uint8_t> z(hex.size() / 2);
+    for (size_t i = 0; i < z.size(); ++i) {
+      const int hi = HexDigit(hex[2 * i]), lo = HexDigit(hex[2 * i + 1]);
+      if (hi < 0 || lo < 0) return bad("codec_priors: not hex");
+      z[i] = uint8_t(hi << 4 | lo);
+    }
+    std::vector<uint8_t> out(raw);
+    const size_t got = ZSTD_decompress(out.data(), out.size(), z.data(), z.size());
+    if (ZSTD_isError(got) || got != raw) return bad("codec_priors: does not decompress");
+    if (codec_priors) *codec_priors = std::move(out);
+  }
+  if (in >> word) return bad("unexpected '" + word.substr(0, 32) + "' before the end line");
   return Status::Ok();
 }
 
@@ -105,7 +153,8 @@ StatusOr<std::unique_ptr<RouteMap>> OpenMap(const std::string& dir, size_t memor
   const std::string path = dir + "/MANIFEST";
   DV_ASSIGN_OR_RETURN(std::string text, ReadFileText(path, kMaxManifestBytes));
   auto map = std::unique_ptr<RouteMap>(new RouteMap());
-  DV_RETURN_IF_ERROR(ParseManifest(text, path, &map->resolution_m_, &map->tiles_));
+  DV_RETURN_IF_ERROR(
+      ParseManifest(text, path, &map->resolution_m_, &map->tiles_, &map->codec_priors_));
   map->dir_ = dir;
   map->budget_bytes_ = memory_budget_bytes;
   map->version_id_ = ManifestHash(text);
@@ -205,6 +254,20 @@ Status RouteMap::RadiusSearch(const Eigen::Vector3d& p, double radius_m,
     if ((Representative(v, resolution_m_) - p).norm() <= radius_m) out->push_back(v);
   }
   return Status::Ok();
+}
+
+Status SetCodecPriors(const std::string& dir, const std::vector<uint8_t>& codec_priors) {
+  if (codec_priors.empty() || codec_priors.size() > kMaxCodecPriorsBytes) {
+    return Status::InvalidArgument("codec priors: " + std::to_string(codec_priors.size()) +
+                                   " bytes (1.." + std::to_string(kMaxCodecPriorsBytes) + ")");
+  }
+  const std::string path = dir + "/MANIFEST";
+  DV_ASSIGN_OR_RETURN(std::string text, ReadFileText(path, kMaxManifestBytes));
+  double res = 0;
+  std::vector<TileInfo> tiles;
+  DV_RETURN_IF_ERROR(ParseManifest(text, path, &res, &tiles));
+  const std::string next = FormatManifest(res, tiles, codec_priors);
+  return WriteFileAtomic(path, next.data(), next.size());
 }
 
 }  // namespace dv::maps

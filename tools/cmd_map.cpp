@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "dejaview/codec/codec.h"
 #include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"
 
@@ -20,7 +21,9 @@ int Build(int argc, char** argv) {
         "usage: dejaview map build DRIVE... --out MAPDIR [--every N] [--resolution R]\n"
         "                          [--max-range M] [--json]\n"
         "  builds a voxel route map (resolution R metres, default 0.2) from every N-th frame of\n"
-        "  each drive (frames + poses.txt); transient objects seen in one pass are left out\n");
+        "  each drive (frames + poses.txt); transient objects seen in one pass are left out;\n"
+        "  the codec's priors are then learnt from up to 24 of those frames "
+        "(docs/map-format.md)\n");
     return args->Has("help") ? kOk : kUsage;
   }
   maps::BuildOptions opt;
@@ -46,7 +49,7 @@ int Build(int argc, char** argv) {
   };
   maps::BuildReport rep;
   const std::string out = args->Get("out");
-  Status s = maps::BuildMap(drives, opt, out, &rep);
+  Status s = codec::BuildMapWithPriors(drives, opt, out, &rep);
   if (!s.ok()) return Fail("map build", s);
   auto map = maps::OpenMap(out, 0);
   if (!map.ok()) return Fail("map build", map.status());
@@ -86,9 +89,13 @@ int Info(int argc, char** argv) {
   if (!map.ok()) return Fail("map info", map.status());
   const maps::RouteMap& m = **map;
   if (args->Has("json")) {
-    nlohmann::json j = {{"map", args->positional()[0]},     {"version", m.version()},
-                        {"resolution_m", m.resolution_m()}, {"tiles", m.tiles().size()},
-                        {"voxels", m.voxel_count()},        {"bytes", m.disk_bytes()}};
+    nlohmann::json j = {{"map", args->positional()[0]},
+                        {"version", m.version()},
+                        {"resolution_m", m.resolution_m()},
+                        {"tiles", m.tiles().size()},
+                        {"voxels", m.voxel_count()},
+                        {"bytes", m.disk_bytes()},
+                        {"codec_priors_bytes", m.codec_priors().size()}};
     std::printf("%s\n", j.dump(2).c_str());
     return kOk;
   }
@@ -98,6 +105,8 @@ int Info(int argc, char** argv) {
   std::printf("tiles:      %zu (%d voxels per side)\n", m.tiles().size(), maps::kTileVoxels);
   std::printf("voxels:     %llu\n", (unsigned long long)m.voxel_count());
   std::printf("bytes:      %llu\n", (unsigned long long)m.disk_bytes());
+  std::printf("priors:     %zu bytes%s\n", m.codec_priors().size(),
+              m.codec_priors().empty() ? " (none: frames start from flat models)" : "");
   return kOk;
 }
 

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   bo.every = 2;
   auto t0 = std::chrono::steady_clock::now();
   maps::BuildReport br;
-  Status st = maps::BuildMap({*drive}, bo, mapdir, &br);
+  Status st = getenv("DV_NOPRIORS") ? maps::BuildMap({*drive}, bo, mapdir, &br)
+                                    : codec::BuildMapWithPriors({*drive}, bo, mapdir, &br);
   if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
   auto map = maps::OpenMap(mapdir, 0);
   if (!map.ok()) return std::fprintf(stderr, "%s\n", map.status().ToString().c_str()), 1;

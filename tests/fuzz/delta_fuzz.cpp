@@ -1,5 +1,6 @@
 // Delta container and every section decoder on arbitrary bytes: against no map (intra frames)
-// and against a small synthetic map built once, so the map-section decoder is reached too.
+// and against a small synthetic map built once, without and with codec priors, so the map-section
+// decoder is reached in both of its starts.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -9,23 +10,30 @@
 
 namespace {
 
-dv::maps::RouteMap* FuzzMap() {
-  static std::unique_ptr<dv::maps::RouteMap> map = [] {
-    const std::string root = std::filesystem::temp_directory_path() / "dejaview-fuzz-delta";
+// The test suite's street map (codec_test.cpp StreetMap), without and with codec priors: the
+// golden frames and the seeds were coded against these.
+dv::maps::RouteMap* FuzzMap(bool priors) {
+  static std::unique_ptr<dv::maps::RouteMap> maps[2];
+  if (!maps[priors]) {
+    const std::string root = std::filesystem::temp_directory_path() /
+                             (priors ? "dejaview-fuzz-delta-priors" : "dejaview-fuzz-delta");
     std::filesystem::remove_all(root);
     const dv::Drive drive = dv::test::WriteStreetDrive(root + "/drive", {0, 2, 4, 6});
     dv::maps::BuildOptions opt;
     opt.resolution_m = 0.1;
-    if (!dv::maps::BuildMap({drive}, opt, root + "/map").ok()) __builtin_trap();
-    return dv::maps::OpenMap(root + "/map", 0).value();
-  }();
-  return map.get();
+    const dv::Status built = priors ? dv::codec::BuildMapWithPriors({drive}, opt, root + "/map")
+                                    : dv::maps::BuildMap({drive}, opt, root + "/map");
+    if (!built.ok()) __builtin_trap();
+    maps[priors] = dv::maps::OpenMap(root + "/map", 0).value();
+  }
+  return maps[priors].get();
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  for (dv::maps::RouteMap* map : {static_cast<dv::maps::RouteMap*>(nullptr), FuzzMap()}) {
+  for (dv::maps::RouteMap* map :
+       {static_cast<dv::maps::RouteMap*>(nullptr), FuzzMap(false), FuzzMap(true)}) {
     auto frame = dv::codec::Decode(data, size, map);
     if (frame.ok() && frame->cloud.size() != frame->source.size()) __builtin_trap();
   }

@@ -8,6 +8,7 @@
 
 #include "dejaview/base/kitti.h"
 
+#include "dejaview/base/crc32c.h"
 #include "dejaview/base/file_util.h"
 #include "scene.h"
 #include "testutil.h"
@@ -186,6 +187,65 @@ TEST(RouteMap, TileRoundTripAndDeterministicVersion) {
   ASSERT_TRUE(BuildMap({drive}, opt, root + "/a").ok());
   ASSERT_TRUE(BuildMap({drive}, opt, root + "/b").ok());
   EXPECT_EQ(OpenMap(root + "/a", 0).value()->version(), OpenMap(root + "/b", 0).value()->version());
+}
+
+// Codec priors ride in the manifest (version 2): opaque bytes that come back as they went in, a new
+// map version over the same tiles, and a damaged priors line is refused by name (the manifest's
+// own checksum recomputed, so that the line's own checks are the ones that fire).
+TEST(RouteMap, CodecPriorsRideInTheManifest) {
+  const std::string root = test::ScratchDir();
+  const Drive drive = test::WriteStreetDrive(root + "/drive", {0, 2});
+  BuildOptions opt;
+  opt.resolution_m = 0.5;
+  ASSERT_TRUE(BuildMap({drive}, opt, root + "/map").ok());
+  const auto before = OpenMap(root + "/map", 0).value();
+  EXPECT_TRUE(before->codec_priors().empty());
+  std::vector<uint8_t> priors(5000, 7);
+  for (size_t i = 0; i < priors.size(); i += 3) priors[i] = uint8_t(i * 31);
+  ASSERT_TRUE(SetCodecPriors(root + "/map", priors).ok());
+  const auto after = OpenMap(root + "/map", 0).value();
+  EXPECT_EQ(after->codec_priors(), priors);
+  EXPECT_NE(after->version(), before->version());
+  EXPECT_EQ(after->tiles().size(), before->tiles().size());
+  EXPECT_EQ(after->voxel_count(), before->voxel_count());
+  const std::string text = ReadFileText(root + "/map/MANIFEST").value();
+  EXPECT_EQ(text.rfind("dejaview-map 2\n", 0), 0u);
+  EXPECT_EQ(SetCodecPriors(root + "/map", {}).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(SetCodecPriors(root + "/map", std::vector<uint8_t>(kMaxCodecPriorsBytes + 1)).code(),
+            Status::Code::kInvalidArgument);
+
+  // The text before the end line, edited, with a fresh end line.
+  const size_t end = text.rfind("end ");
+  auto resealed = [&](std::string body) {
+    char line[32];
+    std::snprintf(line, sizeof(line), "end %08x\n", crc32c::Value(body.data(), body.size()));
+    return body + line;
+  };
+  const size_t at = text.find("codec_priors ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string head = text.substr(0, at);
+  const std::string line = text.substr(at, end - at);
+  const std::string hex = line.substr(line.rfind(' ') + 1, line.size() - line.rfind(' ') - 2);
+  ASSERT_TRUE(WriteFileAtomic(root + "/map/MANIFEST", resealed(head + line)).ok());
+  EXPECT_EQ(OpenMap(root + "/map", 0).value()->codec_priors(), priors);
+  struct Damage {
+    std::string body;
+    const char* what;
+  };
+  for (const Damage& d :
+       {Damage{head, "bad codec_priors line"},
+        Damage{head + "codec_priors 0 " + hex + "\n", "codec_priors: bad size"},
+        Damage{head + "codec_priors 5000 " + hex.substr(1) + "\n", "codec_priors: bad length"},
+        Damage{head + "codec_priors 5000 " + std::string(hex.size(), 'g') + "\n",
+               "codec_priors: not hex"},
+        Damage{head + "codec_priors 4999 " + hex + "\n", "codec_priors: does not decompress"},
+        Damage{text.substr(0, end) + "tile 9 9 9 1 1 00000000\n", "unexpected 'tile'"}}) {
+    ASSERT_TRUE(WriteFileAtomic(root + "/map/MANIFEST", resealed(d.body)).ok());
+    auto bad = OpenMap(root + "/map", 0);
+    ASSERT_FALSE(bad.ok()) << d.what;
+    EXPECT_EQ(bad.status().code(), Status::Code::kCorruption);
+    EXPECT_NE(bad.status().message().find(d.what), std::string::npos) << bad.status().message();
+  }
 }
 
 }  // namespace

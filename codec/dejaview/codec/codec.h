@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "dejaview/base/drive.h"
 #include "dejaview/base/point_cloud.h"
 #include "dejaview/base/pose.h"
 #include "dejaview/base/status.h"
@@ -96,6 +97,19 @@ struct DecodedFrame {
 
 // map may be null for intra frames; a delta frame needs the map version it was coded against.
 StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map);
+
+// The map's codec priors (maps::RouteMap::codec_priors, docs/map-format.md): the selection
+// models' states after coding frames of the map's own drives against it at its resolution, in
+// turn, each starting where the one before ended (the frames of BuildOptions::every, at most
+// kMaxPriorFrames of them spread evenly, the drives' poses as priors). Delta frames of version 7
+// start their selection models there: a context then codes its first bits at the odds of the
+// route, not at one half.
+constexpr size_t kMaxPriorFrames = 24;
+StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int every,
+                                           maps::RouteMap* map);
+// maps::BuildMap, then TrainPriors on the map just built, written into its manifest.
+Status BuildMapWithPriors(const std::vector<Drive>& drives, const maps::BuildOptions& options,
+                          const std::string& dir, maps::BuildReport* report = nullptr);
 
 // Parses the container only (header and section table, CRC checked): for `dejaview inspect`.
 StatusOr<DecodedFrame> DecodeHeader(const uint8_t* data, size_t size);

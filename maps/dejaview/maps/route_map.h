@@ -32,6 +32,9 @@ class RouteMap {
   uint64_t version_id() const { return version_id_; }
   double resolution_m() const { return resolution_m_; }
   const std::vector<TileInfo>& tiles() const { return tiles_; }
+  // The codec's starting model states learnt from the map's own drives (codec/, TrainPriors;
+  // opaque here), empty when the map has none. Part of the manifest, so of the version.
+  const std::vector<uint8_t>& codec_priors() const { return codec_priors_; }
   uint64_t voxel_count() const { return voxel_count_; }
   uint64_t disk_bytes() const;
   size_t memory_bytes() const { return memory_bytes_; }
@@ -63,6 +66,7 @@ class RouteMap {
   size_t memory_bytes_ = 0;
   uint64_t clock_ = 0;
   std::vector<TileInfo> tiles_;
+  std::vector<uint8_t> codec_priors_;
   std::map<std::array<int, 3>, size_t> tile_index_;  // tile key -> tiles_ index
   std::map<std::array<int, 3>, Loaded> loaded_;
 };
@@ -95,6 +99,11 @@ struct BuildReport {
 
 Status BuildMap(const std::vector<Drive>& drives, const BuildOptions&, const std::string& out_dir,
                 BuildReport* report = nullptr);
+
+// Rewrites dir's manifest (atomically) with these codec priors (1..kMaxCodecPriorsBytes bytes):
+// a new map version, the tiles unchanged.
+constexpr size_t kMaxCodecPriorsBytes = size_t(1) << 20;
+Status SetCodecPriors(const std::string& dir, const std::vector<uint8_t>& codec_priors);
 
 // A tile's file inside a map directory: "tiles/TX_TY_TZ.dvt".
 std::string TileFileName(const VoxelKey& tile);
