@@ -100,7 +100,6 @@ SelectionModel SelectionModelOf(uint8_t version, const std::vector<BitModel>& pr
 // count, then count x (u16 p, u8 uses), little-endian: the selection models' starting states.
 constexpr char kPriorsMagic[4] = {'D', 'V', 'C', 'P'};
 constexpr uint8_t kPriorsVersion = 1;
-constexpr size_t kPriorsHeader = 9;
 
 std::vector<uint8_t> WritePriors(const std::vector<BitModel>& models) {
   ByteWriter w;

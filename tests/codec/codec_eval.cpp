@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: codec_eval SEQDIR T [residual_precision] [intensity] [gap_factor] "
-                 "[select_factor] [prior_seed] [prior_noise_scale]\n");
+                 "[select_factor] [prior_seed] [prior_noise_scale]\n"
+                 "  the map carries codec priors unless DV_NOPRIORS is set\n");
     return 2;
   }
   const double T = std::atof(argv[2]);
