@@ -144,7 +144,7 @@ Status ParseManifest(const std::string& text, const std::string& name, double* r
 }
 
 uint64_t RouteMap::disk_bytes() const {
-  uint64_t n = 0;
+  uint64_t n = manifest_bytes_;
   for (const TileInfo& t : tiles_) n += t.bytes;
   return n;
 }
@@ -158,6 +158,7 @@ StatusOr<std::unique_ptr<RouteMap>> OpenMap(const std::string& dir, size_t memor
   map->dir_ = dir;
   map->budget_bytes_ = memory_budget_bytes;
   map->version_id_ = ManifestHash(text);
+  map->manifest_bytes_ = text.size();
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016" PRIx64, map->version_id_);
   map->version_ = hex;

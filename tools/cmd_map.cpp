@@ -45,7 +45,10 @@ int Build(int argc, char** argv) {
   const bool json = args->Has("json");
   opt.progress = [](size_t done, size_t total) {
     std::fprintf(stderr, "\rmap build: %zu/%zu passes", done, total);
-    if (done == total) std::fprintf(stderr, "\n");
+    if (done == total) {
+      std::fprintf(stderr, "\nmap build: learning the codec priors (up to %zu frames)\n",
+                   codec::kMaxPriorFrames);
+    }
   };
   maps::BuildReport rep;
   const std::string out = args->Get("out");

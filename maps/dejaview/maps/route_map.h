@@ -36,6 +36,7 @@ class RouteMap {
   // opaque here), empty when the map has none. Part of the manifest, so of the version.
   const std::vector<uint8_t>& codec_priors() const { return codec_priors_; }
   uint64_t voxel_count() const { return voxel_count_; }
+  // The manifest (with the codec priors) and every tile.
   uint64_t disk_bytes() const;
   size_t memory_bytes() const { return memory_bytes_; }
   size_t loaded_tiles() const { return loaded_.size(); }
@@ -60,6 +61,7 @@ class RouteMap {
   std::string dir_;
   std::string version_;
   uint64_t version_id_ = 0;
+  uint64_t manifest_bytes_ = 0;
   double resolution_m_ = 0;
   uint64_t voxel_count_ = 0;
   size_t budget_bytes_ = 0;
