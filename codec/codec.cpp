@@ -31,7 +31,8 @@ constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
 // bits by the causal neighbours on the candidate's scan ring (map_coder.h). Version 6, the one
 // written, adds the surface sections: gap points on the map's ground profile, coded as 2D cells
 // whose height the decoder reads off the map (SurfaceProfile). Version 7, the one written, starts
-// the selection models from the priors the map carries (TrainPriors), where it carries any.
+// the models of the map, residual, gap and surface streams from the priors the map carries
+// (TrainPriors), where it carries any.
 constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4,
                   kVersionRing = 5, kVersionSurface = 6, kVersionPriors = 7;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
@@ -96,51 +97,85 @@ SelectionModel SelectionModelOf(uint8_t version, const std::vector<BitModel>& pr
   return m;
 }
 
-// The codec priors of a map (docs/map-format.md, "Codec priors"): "DVCP", u8 version 1, u32
-// count, then count x (u16 p, u8 uses), little-endian: the selection models' starting states.
+// The starting states of a delta frame's range-coded streams (version 7), from the map's codec
+// priors (docs/map-format.md, "Codec priors"), by the section that holds each stream: empty, the
+// models start at one half.
+struct ModelStates {
+  std::vector<BitModel> selection, residual, gap, surface;
+};
+
+// "DVCP" | u8 version 1 | u8 streams = 4 | per stream: u8 section id, u32 count, count x (u16 p,
+// u8 uses), little-endian; the streams of sections map, residual, gap, surface, in that order.
 constexpr char kPriorsMagic[4] = {'D', 'V', 'C', 'P'};
 constexpr uint8_t kPriorsVersion = 1;
+struct PriorStream {
+  uint8_t section;
+  size_t count;
+  std::vector<BitModel> ModelStates::*states;
+};
+constexpr uint8_t kPriorStreams = 4;
+const PriorStream kPriorStream[kPriorStreams] = {
+    {kMapSelection, kSelectionModels, &ModelStates::selection},
+    {kResidualGeometry, kOctreeModels, &ModelStates::residual},
+    {kGapGeometry, kOctreeModels, &ModelStates::gap},
+    {kSurfaceGeometry, kOctreeModels, &ModelStates::surface}};
 
-std::vector<uint8_t> WritePriors(const std::vector<BitModel>& models) {
+std::vector<uint8_t> WritePriors(const ModelStates& states) {
   ByteWriter w;
   w.Bytes(reinterpret_cast<const uint8_t*>(kPriorsMagic), 4);
   w.U8(kPriorsVersion);
-  w.U32(uint32_t(models.size()));
-  for (const BitModel& m : models) {
-    w.U16(m.p);
-    w.U8(m.uses);
+  w.U8(kPriorStreams);
+  for (const PriorStream& stream : kPriorStream) {
+    const std::vector<BitModel>& models = states.*stream.states;
+    w.U8(stream.section);
+    w.U32(uint32_t(models.size()));
+    for (const BitModel& m : models) {
+      w.U16(m.p);
+      w.U8(m.uses);
+    }
   }
   return w.Take();
 }
 
-Status MapPriors(const maps::RouteMap& map, std::vector<BitModel>* out) {
-  out->clear();
+Status MapPriors(const maps::RouteMap& map, ModelStates* out) {
+  *out = ModelStates();
   const std::vector<uint8_t>& b = map.codec_priors();
   if (b.empty()) return Status::Ok();
   auto bad = [&](const std::string& what) {
+    *out = ModelStates();
     return Status::Corruption("map " + map.version() + ": codec priors: " + what);
   };
   ByteReader r(b.data(), b.size());
-  uint8_t magic[4] = {0, 0, 0, 0}, version = 0;
-  uint32_t count = 0;
+  uint8_t magic[4] = {0, 0, 0, 0}, version = 0, streams = 0;
   if (!r.Bytes(magic, 4) || std::memcmp(magic, kPriorsMagic, 4) != 0) return bad("bad magic");
   if (!r.U8(&version) || version != kPriorsVersion) return bad("unsupported version");
-  if (!r.U32(&count) || count != kSelectionModels || r.remaining() != 3 * size_t(count)) {
-    return bad("expected " + std::to_string(kSelectionModels) + " selection models");
-  }
-  out->resize(count);
-  for (BitModel& m : *out) {
-    // The range coder keeps p in [1, 65535] and uses in [0, 32].
-    if (!r.U16(&m.p) || !r.U8(&m.uses) || m.p == 0 || m.uses > 32) {
-      out->clear();
-      return bad("a model state out of range");
+  if (!r.U8(&streams) || streams != kPriorStreams) return bad("expected 4 streams");
+  for (const PriorStream& stream : kPriorStream) {
+    const std::string name = SectionName(stream.section);
+    uint8_t section = 0;
+    uint32_t count = 0;
+    if (!r.U8(&section) || section != stream.section || !r.U32(&count) || count != stream.count ||
+        r.remaining() < 3 * size_t(count)) {
+      return bad("expected " + std::to_string(stream.count) + " " + name + " models");
+    }
+    std::vector<BitModel>& models = out->*stream.states;
+    models.resize(count);
+    for (BitModel& m : models) {
+      // The range coder keeps p in [1, 65535] and uses in [0, 32].
+      if (!r.U16(&m.p) || !r.U8(&m.uses) || m.p == 0 || m.uses > 32) {
+        return bad("a " + name + " model state out of range");
+      }
     }
   }
+  if (r.remaining() != 0) return bad("trailing bytes");
   return Status::Ok();
 }
 
-OctreeModel OctreeModelOf(uint8_t version) {
-  return {AdaptationOf(version), version >= kVersionCausal};
+// start: the section's priors (ModelStates), empty for none.
+OctreeModel OctreeModelOf(uint8_t version, const std::vector<BitModel>& start = {}) {
+  OctreeModel m{AdaptationOf(version), version >= kVersionCausal};
+  if (version >= kVersionPriors && !start.empty()) m.start = start.data();
+  return m;
 }
 
 uint64_t ZigZag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
@@ -351,10 +386,10 @@ Header BaseHeader(const FrameInfo& info, const EncoderParams& p, double residual
 
 Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vector<float>& inten,
                        double step_m, bool intensity, uint8_t geometry_id, uint8_t intensity_id,
-                       Header* h) {
+                       const OctreeModel& model, Header* h) {
   std::vector<uint8_t> geometry, ibytes;
-  DV_RETURN_IF_ERROR(EncodeCells(pts, inten, step_m, intensity, OctreeModelOf(h->version),
-                                 &geometry, &ibytes, nullptr));
+  DV_RETURN_IF_ERROR(
+      EncodeCells(pts, inten, step_m, intensity, model, &geometry, &ibytes, nullptr));
   h->sections.emplace_back(geometry_id, std::move(geometry));
   if (intensity) h->sections.emplace_back(intensity_id, std::move(ibytes));
   return Status::Ok();
@@ -575,12 +610,12 @@ void SplitSurface(const Candidates& cand, double tol, std::vector<Eigen::Vector3
   for (Eigen::Vector3f& p : *surface) p.z() = 0;
 }
 
-// train (TrainPriors): the selection starts from these states, not the map's, and leaves its
-// final states in them.
+// train (TrainPriors): the models start from these states, not the map's, and leave their final
+// states in them.
 StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& prior,
                                            const FrameInfo& info, const EncoderParams& params,
                                            maps::RouteMap* map, EncodeReport* report,
-                                           std::vector<BitModel>* train) {
+                                           ModelStates* train) {
   if (!frame.consistent()) return Status::InvalidArgument("encode: inconsistent point cloud");
   if (!(params.tolerance_m >= 0.001 && params.tolerance_m <= 10)) {
     return Status::InvalidArgument("encode: tolerance_m must be in [0.001, 10] m");
@@ -629,7 +664,8 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     std::vector<float> cell_inten = inten;
     DropCoveredCells(CellStep(tol), tol - kMarginM, &cell_pts, &cell_inten);
     DV_RETURN_IF_ERROR(AddCellSections(cell_pts, cell_inten, CellStep(tol), params.intensity,
-                                       kIntraGeometry, kIntraIntensity, &h));
+                                       kIntraGeometry, kIntraIntensity, OctreeModelOf(h.version),
+                                       &h));
     return WriteContainer(h);
   };
   if (map == nullptr || pts.empty()) {
@@ -741,25 +777,41 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   std::vector<Eigen::Vector3f> rest = gap, surface;
   std::vector<float> rest_i = gap_i, surface_i;
   if (!gap.empty()) SplitSurface(cand, tol, &rest, &rest_i, &surface, &surface_i);
+  // The models' start: the map's priors, or in training the states so far. A trial coding of the
+  // gap class leaves its models' end states in its own copy (in training), and the kept one's
+  // become the states so far.
+  ModelStates priors;
+  if (!train) DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("encode"));
+  const ModelStates& start = train ? *train : priors;
   auto gap_sections = [&](const std::vector<Eigen::Vector3f>& g, const std::vector<float>& gi,
                           const std::vector<Eigen::Vector3f>& sf, const std::vector<float>& si,
-                          Header* out) -> StatusOr<size_t> {
+                          Header* out, ModelStates* ends) -> StatusOr<size_t> {
     // Each gap cell holds an original point and its centre is within T of every point in it, as
     // for intra cells: the bound holds whatever the classification decided. So does each surface
     // cell's decoded point for the points SplitSurface put in it.
-    DV_RETURN_IF_ERROR(
-        AddCellSections(g, gi, CellStep(tol), params.intensity, kGapGeometry, kGapIntensity, out));
+    OctreeModel gm = OctreeModelOf(h.version, start.gap),
+                sm = OctreeModelOf(h.version, start.surface);
+    if (ends) {
+      ends->gap.resize(kOctreeModels);
+      ends->surface.resize(kOctreeModels);
+      gm.end = ends->gap.data();
+      sm.end = ends->surface.data();
+    }
+    DV_RETURN_IF_ERROR(AddCellSections(g, gi, CellStep(tol), params.intensity, kGapGeometry,
+                                       kGapIntensity, gm, out));
     DV_RETURN_IF_ERROR(AddCellSections(sf, si, SurfaceStep(tol), params.intensity, kSurfaceGeometry,
-                                       kSurfaceIntensity, out));
+                                       kSurfaceIntensity, sm, out));
     size_t bytes = 0;
     for (const auto& section : out->sections) bytes += section.second.size();
     return bytes;
   };
   Header gap_only, split;
+  ModelStates split_ends, gap_only_ends;
   size_t split_bytes = SIZE_MAX, gap_only_bytes = SIZE_MAX;
   if (!surface.empty()) {
     DropCoveredCells(CellStep(tol), tol - kMarginM, &rest, &rest_i);
-    DV_ASSIGN_OR_RETURN(split_bytes, gap_sections(rest, rest_i, surface, surface_i, &split));
+    DV_ASSIGN_OR_RETURN(split_bytes, gap_sections(rest, rest_i, surface, surface_i, &split,
+                                                  train ? &split_ends : nullptr));
   }
   // Coding the gap class twice would cost as much again as coding it once (9 ms at T = 0.05 on
   // KITTI 00), and the one octree wins only where the surface section is small.
@@ -769,31 +821,32 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   }
   if (surface.empty() || surface_bytes < kSmallSurfaceBytes) {
     DropCoveredCells(CellStep(tol), tol - kMarginM, &gap, &gap_i);
-    DV_ASSIGN_OR_RETURN(gap_only_bytes, gap_sections(gap, gap_i, {}, {}, &gap_only));
+    DV_ASSIGN_OR_RETURN(gap_only_bytes, gap_sections(gap, gap_i, {}, {}, &gap_only,
+                                                     train ? &gap_only_ends : nullptr));
   }
   const bool use_split = split_bytes < gap_only_bytes;
   rep->surface_points = use_split ? surface.size() : 0;
+  if (train) {
+    ModelStates& kept = use_split ? split_ends : gap_only_ends;
+    train->gap = std::move(kept.gap);
+    train->surface = std::move(kept.surface);
+  }
   lap("gap tests and gap coding");
 
   ByteWriter map_section;
   map_section.Varint(radius_dm);
   std::vector<uint8_t> selected;
-  std::vector<BitModel> priors;
-  SelectionModel model;
-  if (train) {
-    model = SelectionModelOf(h.version, *train);
-    model.end = train->data();
-  } else {
-    DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("encode"));
-    model = SelectionModelOf(h.version, priors);
-  }
+  SelectionModel model = SelectionModelOf(h.version, start.selection);
+  if (train) model.end = train->selection.data();
   const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &selected);
   for (uint8_t s : selected) rep->selected_voxels += s;
   map_section.Bytes(bits.data(), bits.size());
   h.sections.emplace_back(kMapSelection, map_section.Take());
   lap("selection coding");
+  OctreeModel rm = OctreeModelOf(h.version, start.residual);
+  if (train) rm.end = train->residual.data();
   DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
-                                     kResidualGeometry, kResidualIntensity, &h));
+                                     kResidualGeometry, kResidualIntensity, rm, &h));
   for (auto& section : (use_split ? split : gap_only).sections) {
     h.sections.push_back(std::move(section));
   }
@@ -845,7 +898,8 @@ StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int
   EncoderParams params;
   params.tolerance_m = map->resolution_m();
   params.intensity = false;
-  std::vector<BitModel> models(kSelectionModels);
+  ModelStates models;
+  for (const PriorStream& stream : kPriorStream) (models.*stream.states).resize(stream.count);
   for (size_t k = 0; k < n; ++k) {
     const auto [d, i] = frames[k * frames.size() / n];
     DV_ASSIGN_OR_RETURN(PointCloud cloud, ReadPointCloudFile(drives[d].frame_paths[i]));
@@ -892,8 +946,14 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
   DV_ASSIGN_OR_RETURN(DecodedFrame out, DecodeHeader(data, size));
   const bool intensity = out.intensity;
+  ModelStates priors;  // read once the map is known to be the frame's (version 7)
   auto cells = [&](uint8_t gid, uint8_t iid, double step_m, uint8_t source,
                    CellCloud* c) -> Status {
+    static const std::vector<BitModel> kNone;
+    const std::vector<BitModel>& start = gid == kResidualGeometry  ? priors.residual
+                                         : gid == kGapGeometry     ? priors.gap
+                                         : gid == kSurfaceGeometry ? priors.surface
+                                                                   : kNone;
     const ParsedSection* g = FindSection(sections, gid);
     const ParsedSection* in = FindSection(sections, iid);
     if (!g) return Status::Corruption(std::string("delta: missing section ") + SectionName(gid));
@@ -901,8 +961,8 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
       return Status::Corruption(std::string("delta: missing section ") + SectionName(iid));
     }
     DV_RETURN_IF_ERROR(DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0,
-                                   step_m, intensity, OctreeModelOf(h.version), kMaxPointsPerFrame,
-                                   c)
+                                   step_m, intensity, OctreeModelOf(h.version, start),
+                                   kMaxPointsPerFrame, c)
                            .WithContext(std::string("delta: section ") + SectionName(gid)));
     AppendCells(*c, intensity, source, &out);
     return Status::Ok();
@@ -931,11 +991,10 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   DV_RETURN_IF_ERROR(DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
                                       &cand, kCandidateProjection));
   std::vector<uint8_t> selected;
-  std::vector<BitModel> priors;
   if (h.version >= kVersionPriors)
     DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("delta"));
   DV_RETURN_IF_ERROR(DecodeSelection(cand, r.position(), r.remaining(),
-                                     SelectionModelOf(h.version, priors), &selected)
+                                     SelectionModelOf(h.version, priors.selection), &selected)
                          .WithContext("delta"));
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!selected[i]) continue;

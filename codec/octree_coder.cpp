@@ -113,7 +113,17 @@ constexpr size_t kMinCausalNodes = 1024;
 
 class OccupancyContexts {
  public:
-  explicit OccupancyContexts(bool causal) : m_(causal ? kBase * 5 + kBase * 3 * 4 : kBase * 5) {}
+  // The model's start states when it has any (causal tables only: kOctreeModels of them).
+  explicit OccupancyContexts(const OctreeModel& model)
+      : m_(model.causal ? kBase * 5 + kBase * 3 * 4 : kBase * 5) {
+    static_assert(kBase * 17 == kOctreeModels, "octree_coder.h");
+    if (model.causal && model.start)
+      std::copy(model.start, model.start + kOctreeModels, m_.begin());
+  }
+  // Into model.end, when given.
+  void Store(const OctreeModel& model) const {
+    if (model.end) std::copy(m_.begin(), m_.end(), model.end);
+  }
   // causal < 0: the context of versions 1-3.
   BitModel* Get(int d, int depth, int child, int flags, int siblings, int causal) {
     const int level = d == depth - 1 ? 0 : (d == depth - 2 ? 1 : 2);
@@ -246,6 +256,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
                    CellCloud* cells) {
   ByteWriter head;
   if (points.empty()) {
+    OccupancyContexts(model).Store(model);
     head.U8(0);
     *geometry = head.Take();
     intensity_bytes->clear();
@@ -300,7 +311,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
   head.U8(uint8_t(depth));
   for (int a = 0; a < 3; ++a) head.Varint(ZigZag(lo[a]));
   RangeEncoder rc(model.adaptation);
-  OccupancyContexts ctx(model.causal);
+  OccupancyContexts ctx(model);
   // Per node of the level being coded, its parent's occupancy, and its own.
   std::vector<uint8_t> parent_occupancy = {0}, child_parent_occupancy, occupancies;
   for (int d = 0; d < depth; ++d) {
@@ -337,6 +348,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
     }
     parent_occupancy.swap(child_parent_occupancy);
   }
+  ctx.Store(model);
   *geometry = head.Take();
   const std::vector<uint8_t> stream = rc.Finish();
   geometry->insert(geometry->end(), stream.begin(), stream.end());
@@ -387,7 +399,7 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
       return Status::Corruption("octree: origin out of range");
   }
   RangeDecoder rc(r.position(), r.remaining(), model.adaptation);
-  OccupancyContexts ctx(model.causal);
+  OccupancyContexts ctx(model);
   std::vector<uint64_t> level = {0}, next;
   // Per node of `level`, its parent's occupancy and its own; per node of `next`, the first.
   std::vector<uint8_t> parent_occupancy = {0}, next_parent_occupancy, occupancies;

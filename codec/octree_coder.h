@@ -23,9 +23,16 @@ struct CellCloud {
 // How occupancy bits are modelled (docs/delta-format.md, "Octree sections"): the models'
 // adaptation, and whether a bit's context also holds the causal child-level neighbours (version
 // 4: the cells at -x, -y, -z of the child, all coded before it).
+// Version 7: start, where the map carries codec priors, holds kOctreeModels occupancy model
+// states (the causal table of versions 4-7, in OccupancyContexts order) to start from instead of
+// one half; end (training, codec.h TrainPriors) receives the states after the last bit (those of
+// start, or fresh ones, when the section is empty). Intensity models always start fresh.
+constexpr size_t kOctreeModels = 3 * 8 * 4 * 7 * 17;
 struct OctreeModel {
   Adaptation adaptation;
   bool causal = false;
+  const BitModel* start = nullptr;  // causal models only
+  BitModel* end = nullptr;
 };
 
 // Quantises points into cells (mean intensity per cell) and codes them. Every point must lie

@@ -828,8 +828,9 @@ TEST(Codec, SimulatedStreetRegistrationLeavesTheAlongRoadValley) {
 
 // The codec priors (codec.h TrainPriors): learnt twice from the same drive they are the same bytes
 // (so the map version is reproducible); the odd frames coded against the map that carries them
-// decode within the bound and are smaller than against the same tiles without them (5.7% at T =
-// 0.2 on KITTI 00 when they came in, codec_eval); damaged priors are refused, by name.
+// decode within the bound and are smaller than against the same tiles without them (6.9% at T =
+// 0.2 on KITTI 00 with priors for all four streams, codec_eval); damaged priors are refused, by
+// name.
 TEST(Codec, KittiMapPriorsShrinkFramesAndAreChecked) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
@@ -840,7 +841,8 @@ TEST(Codec, KittiMapPriorsShrinkFramesAndAreChecked) {
   auto priors = TrainPriors({*drive}, 2, flat.get());
   ASSERT_TRUE(priors.ok()) << priors.status().ToString();
   EXPECT_EQ(TrainPriors({*drive}, 2, flat.get()).value(), *priors);
-  EXPECT_EQ(priors->size(), 9 + 3 * kSelectionModels);
+  // Header, then four streams: the map section's models and the residual, gap and surface octrees'.
+  EXPECT_EQ(priors->size(), 6 + 4 * 5 + 3 * (kSelectionModels + 3 * kOctreeModels));
   ASSERT_TRUE(maps::SetCodecPriors(dir, *priors).ok());
   auto learnt = maps::OpenMap(dir, 0).value();
   EXPECT_EQ(learnt->codec_priors(), *priors);
@@ -864,14 +866,20 @@ TEST(Codec, KittiMapPriorsShrinkFramesAndAreChecked) {
   EXPECT_LT(learnt_bytes, flat_bytes);
 
   PointCloud frame = ReadPointCloudFile(drive->frame_paths[3]).value();
-  std::vector<uint8_t> short_by_one = *priors, zero_p = *priors;
+  std::vector<uint8_t> short_by_one = *priors, one_more = *priors, zero_p = *priors;
   short_by_one.pop_back();
-  zero_p[9] = zero_p[10] = 0;  // the first model's probability
+  one_more.push_back(0);
+  zero_p[11] = zero_p[12] = 0;  // the first map model's probability
+  std::vector<uint8_t> zero_uses = *priors;
+  zero_uses[size_t(11 + 3 * kSelectionModels + 5 + 2)] = 33;  // the first residual model's uses
   for (const auto& [bytes, what] :
        {std::make_pair(std::vector<uint8_t>{'D', 'V', 'C', 'X', 1}, "bad magic"),
         std::make_pair(std::vector<uint8_t>{'D', 'V', 'C', 'P', 2}, "unsupported version"),
-        std::make_pair(short_by_one, "expected 6912 selection models"),
-        std::make_pair(zero_p, "a model state out of range")}) {
+        std::make_pair(std::vector<uint8_t>{'D', 'V', 'C', 'P', 1, 3}, "expected 4 streams"),
+        std::make_pair(short_by_one, "expected 11424 surface models"),
+        std::make_pair(one_more, "trailing bytes"),
+        std::make_pair(zero_p, "a map model state out of range"),
+        std::make_pair(zero_uses, "a residual model state out of range")}) {
     ASSERT_TRUE(maps::SetCodecPriors(dir, bytes).ok());
     auto damaged = maps::OpenMap(dir, 0).value();
     auto enc = Encode(frame, drive->poses[3], {}, p, damaged.get());
