@@ -256,7 +256,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
                    CellCloud* cells) {
   ByteWriter head;
   if (points.empty()) {
-    OccupancyContexts(model).Store(model);
+    if (model.end) OccupancyContexts(model).Store(model);
     head.U8(0);
     *geometry = head.Take();
     intensity_bytes->clear();

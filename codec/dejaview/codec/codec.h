@@ -98,12 +98,12 @@ struct DecodedFrame {
 // map may be null for intra frames; a delta frame needs the map version it was coded against.
 StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map);
 
-// The map's codec priors (maps::RouteMap::codec_priors, docs/map-format.md): the selection
-// models' states after coding frames of the map's own drives against it at its resolution, in
-// turn, each starting where the one before ended (the frames of BuildOptions::every, at most
-// kMaxPriorFrames of them spread evenly, the drives' poses as priors). Delta frames of version 7
-// start their selection models there: a context then codes its first bits at the odds of the
-// route, not at one half.
+// The map's codec priors (maps::RouteMap::codec_priors, docs/map-format.md): the states of the
+// models of the map, residual, gap and surface sections after coding frames of the map's own
+// drives against it at its resolution, in turn, each starting where the one before ended (the
+// frames of BuildOptions::every, at most kMaxPriorFrames of them spread evenly, the drives' poses
+// as priors). Delta frames of version 7 start those models there: a context then codes its first
+// bits at the odds of the route, not at one half.
 constexpr size_t kMaxPriorFrames = 24;
 StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int every,
                                            maps::RouteMap* map);
