@@ -25,7 +25,8 @@ struct CellCloud {
 // 4: the cells at -x, -y, -z of the child, all coded before it).
 // Version 7: start, where the map carries codec priors, holds kOctreeModels occupancy model
 // states (the causal table of versions 4-7, in OccupancyContexts order) to start from instead of
-// one half; end (training, codec.h TrainPriors) receives the states after the last bit (those of
+// one half, and then every level takes the causal contexts (not only those of 1024 nodes or
+// more); end (training, codec.h TrainPriors) receives the states after the last bit (those of
 // start, or fresh ones, when the section is empty). Intensity models always start fresh.
 constexpr size_t kOctreeModels = 3 * 8 * 4 * 7 * 17;
 struct OctreeModel {
