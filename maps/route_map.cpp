@@ -9,6 +9,7 @@
 
 #include "dejaview/base/crc32c.h"
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/hex.h"
 #include "manifest.h"
 
 namespace dv::maps {
@@ -21,12 +22,6 @@ constexpr size_t kMaxTiles = size_t(1) << 20;
 constexpr int kMaxTileKey = 1 << 22;
 
 std::array<int, 3> A(const VoxelKey& k) { return {k.x(), k.y(), k.z()}; }
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
 
 }  // namespace
 
@@ -54,13 +49,8 @@ std::string FormatManifest(double resolution_m, const std::vector<TileInfo>& til
     // priors compress several times over.
     std::vector<uint8_t> z(ZSTD_compressBound(codec_priors.size()));
     z.resize(ZSTD_compress(z.data(), z.size(), codec_priors.data(), codec_priors.size(), 19));
-    s += "codec_priors " + std::to_string(codec_priors.size()) + " ";
-    static const char kHex[] = "0123456789abcdef";
-    for (uint8_t b : z) {
-      s += kHex[b >> 4];
-      s += kHex[b & 15];
-    }
-    s += "\n";
+    s += "codec_priors " + std::to_string(codec_priors.size()) + " " +
+         HexEncode(z.data(), z.size()) + "\n";
   }
   std::snprintf(line, sizeof(line), "end %08x\n", crc32c::Value(s.data(), s.size()));
   return s + line;
@@ -129,11 +119,7 @@ Status ParseManifest(const std::string& text, const std::string& name, double* r
       return bad("codec_priors: bad length");
     }
     std::vector<uint8_t> z(hex.size() / 2);
-    for (size_t i = 0; i < z.size(); ++i) {
-      const int hi = HexDigit(hex[2 * i]), lo = HexDigit(hex[2 * i + 1]);
-      if (hi < 0 || lo < 0) return bad("codec_priors: not hex");
-      z[i] = uint8_t(hi << 4 | lo);
-    }
+    if (!HexDecode(hex, z.data())) return bad("codec_priors: not hex");
     std::vector<uint8_t> out(raw);
     const size_t got = ZSTD_decompress(out.data(), out.size(), z.data(), z.size());
     if (ZSTD_isError(got) || got != raw) return bad("codec_priors: does not decompress");

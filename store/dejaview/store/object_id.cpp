@@ -2,34 +2,19 @@
 
 #include <sodium.h>
 
+#include "dejaview/base/hex.h"
+
 namespace dv::store {
 
-std::string ObjectId::Hex() const {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s(kSize * 2, '0');
-  for (size_t i = 0; i < kSize; ++i) {
-    s[2 * i] = kDigits[bytes[i] >> 4];
-    s[2 * i + 1] = kDigits[bytes[i] & 15];
-  }
-  return s;
-}
+std::string ObjectId::Hex() const { return HexEncode(bytes.data(), kSize); }
 
 StatusOr<ObjectId> ObjectId::FromHex(const std::string& hex) {
   if (hex.size() != kSize * 2) {
     return Status::InvalidArgument("object id '" + hex + "': expected 64 hex digits");
   }
   ObjectId id;
-  for (size_t i = 0; i < hex.size(); ++i) {
-    const char c = hex[i];
-    int v;
-    if (c >= '0' && c <= '9') {
-      v = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      v = c - 'a' + 10;
-    } else {
-      return Status::InvalidArgument("object id '" + hex + "': not lower-case hex");
-    }
-    id.bytes[i / 2] = uint8_t(id.bytes[i / 2] | (i % 2 ? v : v << 4));
+  if (!HexDecode(hex, id.bytes.data())) {
+    return Status::InvalidArgument("object id '" + hex + "': not lower-case hex");
   }
   return id;
 }

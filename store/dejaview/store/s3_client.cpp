@@ -8,18 +8,10 @@
 #include <cstring>
 #include <ctime>
 
+#include "dejaview/base/hex.h"
+
 namespace dv::store {
 namespace {
-
-std::string ToHex(const unsigned char* p, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    s[2 * i] = kDigits[p[i] >> 4];
-    s[2 * i + 1] = kDigits[p[i] & 15];
-  }
-  return s;
-}
 
 std::string Hmac(const std::string& key, const std::string& data) {
   unsigned char out[EVP_MAX_MD_SIZE];
@@ -74,7 +66,7 @@ std::string Sha256Hex(const void* data, size_t size) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(data, size, out, &len, EVP_sha256(), nullptr);
-  return ToHex(out, len);
+  return HexEncode(out, len);
 }
 
 std::string UriEncode(const std::string& s, bool keep_slash) {
@@ -111,8 +103,7 @@ std::string SigV4Authorization(const SigV4Request& req, const std::string& regio
       Hmac(Hmac(Hmac(Hmac("AWS4" + secret_key, date), region), "s3"), "aws4_request");
   const std::string sig = Hmac(key, string_to_sign);
   return "AWS4-HMAC-SHA256 Credential=" + access_key + "/" + scope +
-         ",SignedHeaders=" + signed_headers +
-         ",Signature=" + ToHex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+         ",SignedHeaders=" + signed_headers + ",Signature=" + HexEncode(sig.data(), sig.size());
 }
 
 // Where a response body goes: into a caller's fixed buffer (object reads) or a bounded string.
