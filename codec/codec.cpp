@@ -13,6 +13,7 @@
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
 #include "dejaview/base/kitti.h"
+#include "fill.h"
 #include "hot_paths.h"
 #include "map_coder.h"
 #include "octree_coder.h"
@@ -34,7 +35,7 @@ constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
 // the models of the map, residual, gap and surface streams from the priors the map carries
 // (TrainPriors), where it carries any.
 constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4,
-                  kVersionRing = 5, kVersionSurface = 6, kVersionPriors = 7;
+                  kVersionRing = 5, kVersionSurface = 6, kVersionPriors = 7, kVersionFill = 8;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -47,6 +48,7 @@ enum Section : uint8_t {
   kGapIntensity = 7,
   kSurfaceGeometry = 8,
   kSurfaceIntensity = 9,
+  kFill = 10,
 };
 constexpr int kMaxSections = 8;
 // Every decision of the encoder keeps this much below the tolerance, so that float rounding of
@@ -78,6 +80,8 @@ const char* SectionName(uint8_t id) {
       return "surface";
     case kSurfaceIntensity:
       return "surface_intensity";
+    case kFill:
+      return "fill";
     default:
       return "unknown";
   }
@@ -215,7 +219,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
-  uint8_t version = kVersionPriors;
+  uint8_t version = kVersionFill;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -268,7 +272,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionPriors)) {
+  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionFill)) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
@@ -347,6 +351,9 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
       return bad(std::string("section ") + SectionName(id) +
                  " is only valid in a delta frame of version 6 or later");
     }
+    if (id == kFill && (h->version < kVersionFill || h->mode != kModeDelta)) {
+      return bad("section fill is only valid in a delta frame of version 8 or later");
+    }
     sections->push_back({id, p, size_t(len)});
     p += len;
   }
@@ -386,10 +393,12 @@ Header BaseHeader(const FrameInfo& info, const EncoderParams& p, double residual
 
 Status AddCellSections(const std::vector<Eigen::Vector3f>& pts, const std::vector<float>& inten,
                        double step_m, bool intensity, uint8_t geometry_id, uint8_t intensity_id,
-                       const OctreeModel& model, Header* h) {
+                       const OctreeModel& model, Header* h, size_t* cells = nullptr) {
   std::vector<uint8_t> geometry, ibytes;
-  DV_RETURN_IF_ERROR(
-      EncodeCells(pts, inten, step_m, intensity, model, &geometry, &ibytes, nullptr));
+  CellCloud decoded;
+  DV_RETURN_IF_ERROR(EncodeCells(pts, inten, step_m, intensity, model, &geometry, &ibytes,
+                                 cells ? &decoded : nullptr));
+  if (cells) *cells += decoded.centres.size();
   h->sections.emplace_back(geometry_id, std::move(geometry));
   if (intensity) h->sections.emplace_back(intensity_id, std::move(ibytes));
   return Status::Ok();
@@ -785,7 +794,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   const ModelStates& start = train ? *train : priors;
   auto gap_sections = [&](const std::vector<Eigen::Vector3f>& g, const std::vector<float>& gi,
                           const std::vector<Eigen::Vector3f>& sf, const std::vector<float>& si,
-                          Header* out, ModelStates* ends) -> StatusOr<size_t> {
+                          Header* out, ModelStates* ends, size_t* cells) -> StatusOr<size_t> {
     // Each gap cell holds an original point and its centre is within T of every point in it, as
     // for intra cells: the bound holds whatever the classification decided. So does each surface
     // cell's decoded point for the points SplitSurface put in it.
@@ -798,9 +807,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
       sm.end = ends->surface.data();
     }
     DV_RETURN_IF_ERROR(AddCellSections(g, gi, CellStep(tol), params.intensity, kGapGeometry,
-                                       kGapIntensity, gm, out));
+                                       kGapIntensity, gm, out, cells));
     DV_RETURN_IF_ERROR(AddCellSections(sf, si, SurfaceStep(tol), params.intensity, kSurfaceGeometry,
-                                       kSurfaceIntensity, sm, out));
+                                       kSurfaceIntensity, sm, out, cells));
     size_t bytes = 0;
     for (const auto& section : out->sections) bytes += section.second.size();
     return bytes;
@@ -808,10 +817,11 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   Header gap_only, split;
   ModelStates split_ends, gap_only_ends;
   size_t split_bytes = SIZE_MAX, gap_only_bytes = SIZE_MAX;
+  size_t split_cells = 0, gap_only_cells = 0;
   if (!surface.empty()) {
     DropCoveredCells(CellStep(tol), tol - kMarginM, &rest, &rest_i);
     DV_ASSIGN_OR_RETURN(split_bytes, gap_sections(rest, rest_i, surface, surface_i, &split,
-                                                  train ? &split_ends : nullptr));
+                                                  train ? &split_ends : nullptr, &split_cells));
   }
   // Coding the gap class twice would cost as much again as coding it once (9 ms at T = 0.05 on
   // KITTI 00), and the one octree wins only where the surface section is small.
@@ -821,8 +831,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   }
   if (surface.empty() || surface_bytes < kSmallSurfaceBytes) {
     DropCoveredCells(CellStep(tol), tol - kMarginM, &gap, &gap_i);
-    DV_ASSIGN_OR_RETURN(gap_only_bytes, gap_sections(gap, gap_i, {}, {}, &gap_only,
-                                                     train ? &gap_only_ends : nullptr));
+    DV_ASSIGN_OR_RETURN(gap_only_bytes,
+                        gap_sections(gap, gap_i, {}, {}, &gap_only,
+                                     train ? &gap_only_ends : nullptr, &gap_only_cells));
   }
   const bool use_split = split_bytes < gap_only_bytes;
   rep->surface_points = use_split ? surface.size() : 0;
@@ -838,20 +849,29 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   std::vector<uint8_t> selected;
   SelectionModel model = SelectionModelOf(h.version, start.selection);
   if (train) model.end = train->selection.data();
-  const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &selected);
+  std::vector<SelectedPair> pairs;
+  const std::vector<uint8_t> bits =
+      EncodeSelection(cand, marks, model, &selected, train ? nullptr : &pairs);
   for (uint8_t s : selected) rep->selected_voxels += s;
   map_section.Bytes(bits.data(), bits.size());
   h.sections.emplace_back(kMapSelection, map_section.Take());
   lap("selection coding");
   OctreeModel rm = OctreeModelOf(h.version, start.residual);
   if (train) rm.end = train->residual.data();
+  size_t decoded = rep->selected_voxels + (use_split ? split_cells : gap_only_cells);
   DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
-                                     kResidualGeometry, kResidualIntensity, rm, &h));
+                                     kResidualGeometry, kResidualIntensity, rm, &h, &decoded));
   for (auto& section : (use_split ? split : gap_only).sections) {
     h.sections.push_back(std::move(section));
   }
-  std::vector<uint8_t> bytes = WriteContainer(h);
   lap("octree coding");
+  // Priors training codes the map's own frames only for the end states of the models above.
+  if (!train) {
+    h.sections.emplace_back(kFill, EncodeFill(cand, pairs, pts, marks.point_nearest, decoded,
+                                              tol - kMarginM, &rep->fill_points));
+    lap("fill");
+  }
+  std::vector<uint8_t> bytes = WriteContainer(h);
   Report(h, rep);
   if (double(rep->explained_points) < params.min_explained_fraction * double(pts.size())) {
     DV_ASSIGN_OR_RETURN(std::vector<uint8_t> fallback, intra());
@@ -991,10 +1011,12 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   DV_RETURN_IF_ERROR(DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
                                       &cand, kCandidateProjection));
   std::vector<uint8_t> selected;
+  std::vector<SelectedPair> pairs;
   if (h.version >= kVersionPriors)
     DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("delta"));
   DV_RETURN_IF_ERROR(DecodeSelection(cand, r.position(), r.remaining(),
-                                     SelectionModelOf(h.version, priors.selection), &selected)
+                                     SelectionModelOf(h.version, priors.selection), &selected,
+                                     h.version >= kVersionFill ? &pairs : nullptr)
                          .WithContext("delta"));
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!selected[i]) continue;
@@ -1019,6 +1041,14 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
         }
       }
     }
+  }
+  if (h.version >= kVersionFill) {
+    const ParsedSection* fs = FindSection(sections, kFill);
+    if (!fs) return Status::Corruption("delta: missing section fill");
+    size_t added = 0;
+    DV_RETURN_IF_ERROR(DecodeFill(fs->data, fs->size, cand, pairs, intensity, &out.cloud, &added)
+                           .WithContext("delta"));
+    out.source.resize(out.cloud.size(), 3);
   }
   return out;
 }

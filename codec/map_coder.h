@@ -138,9 +138,19 @@ struct SelectionModel {
 // is left out when every point it is the nearest of has a second candidate that is selected or
 // still to come; those are then selected whatever their models say. Every point explained by the
 // marks keeps a selected candidate within the tolerance. *selected receives the bits.
+// Two selected candidates that are neighbours: `later` and its neighbour `earlier` at causal
+// offset `offset` (kCausalOffset), which comes before it in the order. The coder lists them as it
+// codes, for the fill section (fill.h): later in candidate order, then offset order. Pairs across
+// a tile border where the neighbour comes later in the order are not listed.
+struct SelectedPair {
+  uint32_t later, earlier;
+  uint8_t offset;
+};
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& marks,
-                                     const SelectionModel& model, std::vector<uint8_t>* selected);
+                                     const SelectionModel& model, std::vector<uint8_t>* selected,
+                                     std::vector<SelectedPair>* pairs = nullptr);
 Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
-                       const SelectionModel& model, std::vector<uint8_t>* selected);
+                       const SelectionModel& model, std::vector<uint8_t>* selected,
+                       std::vector<SelectedPair>* pairs = nullptr);
 
 }  // namespace dv::codec

@@ -10,6 +10,8 @@
 #include <set>
 #include <tuple>
 
+#include <nanoflann.hpp>
+
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/base/memory.h"
@@ -23,6 +25,35 @@ static double CpuMs() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+struct Cloud {
+  const std::vector<Eigen::Vector3f>& pts;
+  size_t kdtree_get_point_count() const { return pts.size(); }
+  float kdtree_get_pt(size_t i, size_t d) const { return pts[i][int(d)]; }
+  template <class B>
+  bool kdtree_get_bbox(B&) const {
+    return false;
+  }
+};
+
+// Index of each point of P's nearest point in Q (Q not empty).
+static std::vector<size_t> NearestIndices(const std::vector<Eigen::Vector3f>& P,
+                                          const std::vector<Eigen::Vector3f>& Q) {
+  Cloud c{Q};
+  nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<float, Cloud>, Cloud, 3> tree(
+      3, c, nanoflann::KDTreeSingleIndexAdaptorParams(16));
+  tree.buildIndex();
+  std::vector<size_t> out(P.size());
+  for (size_t i = 0; i < P.size(); ++i) {
+    size_t idx = 0;
+    float d2 = 0;
+    nanoflann::KNNResultSet<float> r(1);
+    r.init(&idx, &d2);
+    tree.findNeighbors(r, P[i].data(), nanoflann::SearchParams());
+    out[i] = idx;
+  }
+  return out;
 }
 
 int main(int argc, char** argv) {
@@ -66,6 +97,10 @@ int main(int argc, char** argv) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> n01(0, 1);
   std::vector<bench::FrameError> errs;
+  struct Split {
+    double pq2 = 0, qp2 = 0;
+    size_t pq_n = 0, qp_n = 0;
+  } split[4];
   size_t points = 0, bytes = 0;
   double worst = 0, enc_ms = 0, dec_ms = 0;
   size_t dynamic = 0, dynamic_in_gap = 0;
@@ -89,6 +124,21 @@ int main(int argc, char** argv) {
     if (!dec.ok()) return std::fprintf(stderr, "%s\n", dec.status().ToString().c_str()), 1;
     const bench::FrameError e = bench::CompareFrames(cloud->xyz, dec->cloud.xyz);
     errs.push_back(e);
+    // Where the squared error comes from, by the source of the decoded point involved: the
+    // nearest decoded point for original->decoded, the decoded point itself the other way.
+    {
+      const std::vector<double> pq = bench::NearestDistances(cloud->xyz, dec->cloud.xyz);
+      const std::vector<double> qp = bench::NearestDistances(dec->cloud.xyz, cloud->xyz);
+      const std::vector<size_t> near = NearestIndices(cloud->xyz, dec->cloud.xyz);
+      for (size_t j = 0; j < pq.size(); ++j) {
+        split[dec->source[near[j]]].pq2 += pq[j] * pq[j];
+        split[dec->source[near[j]]].pq_n += 1;
+      }
+      for (size_t j = 0; j < qp.size(); ++j) {
+        split[dec->source[j]].qp2 += qp[j] * qp[j];
+        split[dec->source[j]].qp_n += 1;
+      }
+    }
     // Moving points (SemanticKITTI) lying in a gap cell: an upper bound on those the encoder put
     // in the gap class (a cell holds every point falling in it, whatever its class).
     if (!drive->labels_dir.empty()) {
@@ -138,6 +188,23 @@ int main(int argc, char** argv) {
       "T=%.3f rp=%.3f gap=%.2f: ratio %.1f  CD %.4f  Hausdorff %.4f  enc %.1f ms  dec %.1f ms\n", T,
       params.residual_precision_m, params.gap_factor, 12.0 * points / bytes,
       bench::SetChamfer(errs), worst, enc_ms / nf, dec_ms / nf);
+  size_t pq_n = 0, qp_n = 0;
+  for (const Split& x : split) pq_n += x.pq_n, qp_n += x.qp_n;
+  const char* names[4] = {"map", "residual", "gap", "fill"};
+  for (int k = 0; k < 4; ++k) {
+    const Split& x = split[k];
+    std::printf(
+        "  %-8s orig->dec: %5.1f%% of points, %.4f m rms, %5.1f%% of the squared sum; "
+        "dec->orig: %5.1f%% of points, %.4f m rms\n",
+        names[k], 100.0 * double(x.pq_n) / double(pq_n), std::sqrt(x.pq2 / double(x.pq_n)),
+        100.0 * x.pq2 /
+            [&] {
+              double t = 0;
+              for (const Split& y : split) t += y.pq2;
+              return t;
+            }(),
+        100.0 * double(x.qp_n) / double(qp_n), std::sqrt(x.qp2 / double(x.qp_n)));
+  }
   std::printf("dynamic: %zu points, %zu in gap cells, max error %.4f m\n", dynamic, dynamic_in_gap,
               dynamic_worst);
   return worst <= T ? 0 : 1;

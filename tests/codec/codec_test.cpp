@@ -75,13 +75,15 @@ struct Sections {
   }
 };
 // Section ids of docs/delta-format.md.
-constexpr uint8_t kGapId = 6, kGapIntensityId = 7, kSurfaceId = 8, kSurfaceIntensityId = 9;
+constexpr uint8_t kGapId = 6, kGapIntensityId = 7, kSurfaceId = 8, kSurfaceIntensityId = 9,
+                  kFillId = 10;
 
 Sections Split(const std::vector<uint8_t>& bytes) {
   const std::map<std::string, uint8_t> ids = {
       {"map", 1},           {"residual", 2},        {"residual_intensity", 3},
       {"intra", 4},         {"intra_intensity", 5}, {"gap", 6},
-      {"gap_intensity", 7}, {"surface", 8},         {"surface_intensity", 9}};
+      {"gap_intensity", 7}, {"surface", 8},         {"surface_intensity", 9},
+      {"fill", 10}};
   const DecodedFrame h = DecodeHeader(bytes.data(), bytes.size()).value();
   ByteWriter table;
   size_t body_bytes = 0;
@@ -729,7 +731,7 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     }
     // The split moves unexplained points between the two octrees only.
     const size_t gap_cells = size_t(std::count(dec->source.begin(), dec->source.end(), 2));
-    EXPECT_EQ(bytes[4], 7) << "the encoder writes format version 7";
+    EXPECT_EQ(bytes[4], 8) << "the encoder writes format version 8";
     if (!c.with_map || c.gap_factor == 0) {
       EXPECT_EQ(rep.gap_points, 0u);
       EXPECT_EQ(gap_cells, 0u);
@@ -1109,7 +1111,7 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   // Version 1: no gap sections; 2: gap sections; 3: kCounted models, face-state selection context;
   // 4: causal child-level neighbours in the octree contexts; 5: ring neighbours in the selection
   // contexts; 6: surface sections; 7: selection models start from the map's codec priors (the
-  // version 7 delta file is coded against the map that carries them).
+  // version 7 and 8 delta files are coded against the map that carries them); 8: fill section.
   // golden_delta_v5_nearest_rule.dvd is version 5 as the encoder first wrote it, before it chose
   // free selection bits by their models' odds (map_coder.cpp kAddOdds);
   // golden_delta_v6_every_nearest.dvd version 6 before it left some nearests out (kCoverOdds).
@@ -1126,8 +1128,10 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
                           Golden{"golden_delta_v6_every_nearest.dvd", map_.get(), 2, 6},
                           Golden{"golden_intra_v6.dvd", nullptr, 2, 6},
                           Golden{"golden_delta_v6.dvd", map_.get(), 2, 6},
-                          Golden{"golden_intra_v7.dvd", nullptr, 2, 7, true},
-                          Golden{"golden_delta_v7.dvd", priors.get(), 2, 7, true}}) {
+                          Golden{"golden_intra_v7.dvd", nullptr, 2, 7},
+                          Golden{"golden_delta_v7.dvd", priors.get(), 2, 7},
+                          Golden{"golden_intra_v8.dvd", nullptr, 2, 8, true},
+                          Golden{"golden_delta_v8.dvd", priors.get(), 2, 8, true}}) {
     const std::string path = test::FixturePath(g.name);
     if (g.pinned) {
       EncoderParams p;
@@ -1151,6 +1155,13 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
               g.map != nullptr && g.gap_factor > 0)
         << g.name;
     EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), 0.15) << g.name;
+    // Fill points only in version 8 delta frames, and never more points than the original.
+    EXPECT_EQ(std::count(dec->source.begin(), dec->source.end(), 3) > 0,
+              g.map != nullptr && g.version >= 8)
+        << g.name;
+    if (g.version >= 8) {
+      EXPECT_LE(dec->cloud.size(), frame.size()) << g.name;
+    }
   }
 }
 
@@ -1191,7 +1202,7 @@ TEST_F(StreetMap, GapSplitHoldsTheBoundOnPerturbedFrames) {
     // Delta frames of version 3 and later always carry the gap sections, empty when the split is
     // off.
     EXPECT_TRUE(has_gap_section);
-    EXPECT_EQ(bytes[4], 7);
+    EXPECT_EQ(bytes[4], 8);
     if (gap_factor == 0) {
       unexplained = rep.residual_points;
       EXPECT_EQ(rep.gap_points, 0u);
@@ -1305,6 +1316,60 @@ TEST_F(StreetMap, SurfaceSectionsHoldTheBoundAndDamageIsRejected) {
   s.body(kSurfaceId) = far_cell;
   s.body(kSurfaceIntensityId) = far_intensity;
   ExpectCorrupt(s, "delta: section surface: a cell off the map's profile");
+}
+
+// The fill section: the decoder adds points between selected map voxels up to the original
+// frame's point count, each within the tolerance of an original point.
+TEST_F(StreetMap, FillKeepsTheBoundAndThePointCountAndDamageIsRejected) {
+  const double tol = 0.1;  // the map's resolution, as in the pseudo-revisit protocol
+  const PointCloud frame = test::StreetFrame(test::StreetPose(3), {test::CarAt(5, 3)});
+  EncoderParams p;
+  p.tolerance_m = tol;
+  p.intensity = true;
+  EncodeReport rep;
+  std::vector<uint8_t> bytes;
+  auto dec = RoundTrip(frame, test::StreetPose(3), p, map_.get(), &rep, &bytes);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  const size_t fill = size_t(std::count(dec->source.begin(), dec->source.end(), 3));
+  EXPECT_GT(fill, 0u);
+  EXPECT_EQ(fill, rep.fill_points);
+  EXPECT_LE(dec->cloud.size(), frame.size());
+  EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), tol);
+  // Fill points come last, each between two decoded map voxels: within 0.75 of the farthest pair
+  // (1.5 resolutions) of one, and with an intensity between the voxels' (0..1).
+  std::vector<Eigen::Vector3f> voxels, filled;
+  for (size_t i = 0; i < dec->cloud.size(); ++i) {
+    if (dec->source[i] == 0) voxels.push_back(dec->cloud.xyz[i]);
+    if (dec->source[i] != 3) continue;
+    filled.push_back(dec->cloud.xyz[i]);
+    EXPECT_GE(dec->cloud.intensity[i], 0.0f);
+    EXPECT_LE(dec->cloud.intensity[i], 1.0f);
+  }
+  EXPECT_TRUE(std::is_sorted(dec->source.begin(), dec->source.end()));
+  for (double d : bench::NearestDistances(filled, voxels)) EXPECT_LE(d, 0.75 * 1.5 * 0.1 + 1e-6);
+
+  const Sections whole = Split(bytes);
+  ASSERT_EQ(Join(whole), bytes);
+  ASSERT_GT(whole.list.back().second.size(), 4u);
+  ASSERT_EQ(whole.list.back().first, kFillId);
+  Sections s = whole;
+  s.body(kFillId).resize(4);
+  ExpectCorrupt(s, "delta: fill: truncated stream");
+  s = whole;
+  s.erase(kFillId);
+  ExpectCorrupt(s, "delta: missing section fill");
+  s = whole;
+  s.body(kFillId) = {0xff, 0xff, 0xff, 0xff, 0x0f};  // 2^32 - 1 points
+  ExpectCorrupt(s, "delta: fill: bad point count");
+  s = whole;
+  s.body(kFillId) = {0x01, 0x00};  // one point: nothing to fill, and a byte left over
+  ExpectCorrupt(s, "delta: fill: trailing bytes");
+  s = whole;
+  s.prefix[4] = 7;
+  ExpectCorrupt(s, "section fill is only valid in a delta frame of version 8 or later");
+  Sections intra = Split(Encode(frame, test::StreetPose(3), {}, p, nullptr).value());
+  intra.list.emplace_back(kFillId, whole.list.back().second);
+  ExpectCorrupt(intra, "section fill is only valid in a delta frame of version 8 or later");
 }
 
 }  // namespace
