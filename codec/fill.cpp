@@ -1,7 +1,6 @@
 #include "fill.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 
 #include "dejaview/base/bytes.h"
