@@ -171,8 +171,8 @@ Status PlotSections(const std::string& w, const std::vector<SettingResult>& sett
   return RunGnuplot(base + ".gp", base + ".png", notes);
 }
 
-// Top-down (x, y in the sensor frame) within 40 m: explained / residual / gap points when the
-// codec reports each point's source, else every decoded point coloured by its error to the
+// Top-down (x, y in the sensor frame) within 40 m: explained / residual / gap / fill points when
+// the codec reports each point's source, else every decoded point coloured by its error to the
 // original.
 Status PlotTopDown(const std::string& w, const PictureSample& pic, const std::string& dir,
                    std::vector<std::string>* notes) {
@@ -186,10 +186,10 @@ Status PlotTopDown(const std::string& w, const PictureSample& pic, const std::st
   auto inside = [&](const Eigen::Vector3f& p) {
     return std::fabs(p.x()) <= kHalfWidthM && std::fabs(p.y()) <= kHalfWidthM;
   };
-  // Category 3 (after the codec's sources 0, 1, 2): map-only points, drawn first so that the
+  // Category 4 (after the codec's sources 0-3): map-only points, drawn first so that the
   // frame's own points stay on top.
   for (const auto& p : pic.map_only) {
-    if (by_source && inside(p)) dat << p.x() << " " << p.y() << " 3\n";
+    if (by_source && inside(p)) dat << p.x() << " " << p.y() << " 4\n";
   }
   for (size_t i = 0; i < q.size(); ++i) {
     if (!inside(q[i])) continue;
@@ -204,11 +204,13 @@ Status PlotTopDown(const std::string& w, const PictureSample& pic, const std::st
      << ":" << kHalfWidthM << "]\nset key top right opaque\n";
   if (by_source) {
     gp << "set title 'Frame " << pic.frame << ", " << pic.codec_label
-       << ": explained by the map / residual / gap / map only'\n"
-       << "plot '" << base << ".dat' using 1:($3==3?$2:1/0) with points pt 7 ps 0.15 lc rgb "
+       << ": explained by the map / fill / residual / gap / map only'\n"
+       << "plot '" << base << ".dat' using 1:($3==4?$2:1/0) with points pt 7 ps 0.15 lc rgb "
        << "'#bbbbbb' title 'map only (not selected)', "
        << "'' using 1:($3==0?$2:1/0) with points pt 7 ps 0.15 lc rgb '#1f77b4' title "
        << "'explained by the map', "
+       << "'' using 1:($3==3?$2:1/0) with points pt 7 ps 0.15 lc rgb '#9ecae1' title "
+       << "'fill (between selected map voxels)', "
        << "'' using 1:($3==2?$2:1/0) with points pt 7 ps 0.15 lc rgb '#2ca02c' title "
        << "'gap (coded within T)', "
        << "'' using 1:($3==1?$2:1/0) with points pt 7 ps 0.3 lc rgb '#d62728' title 'residual'\n";
