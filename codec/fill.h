@@ -1,7 +1,7 @@
 // The fill section (delta format 8): points the decoder adds between neighbouring selected map
 // voxels, up to the original frame's point count. A selected voxel decodes to one point, so a
 // frame whose surfaces the map explains decodes to fewer points than it had (at T = 0.1 on
-// KITTI 00, 76k of 124k): the decoded surface is sampled more sparsely than the original one.
+// KITTI 00, about 70k of 124k): the decoded surface is sampled more sparsely than the original.
 // The decoder fills the difference with the midpoints of pairs of selected neighbours, nearest
 // the sensor first, then (where that is not enough) their quarter points; the encoder sends one
 // bit per point the decoder visits, set where no original point lies within the tolerance of it,
