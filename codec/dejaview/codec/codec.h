@@ -68,7 +68,7 @@ struct EncodeReport {
   size_t surface_points = 0;   // of which on the map's ground profile (the surface sections)
   size_t candidates = 0;       // map voxels the decoder derives from (map, pose)
   size_t selected_voxels = 0;
-  size_t fill_points = 0;  // midpoints of selected voxels the decoder adds (the fill section)
+  size_t fill_points = 0;  // points the decoder adds between selected voxels (fill section)
   std::vector<std::pair<std::string, size_t>> section_bytes;
   Pose T_map_sensor = Pose::Identity();  // the refined, quantised pose written in the payload
   size_t registration_correspondences = 0;
@@ -92,7 +92,7 @@ struct DecodedFrame {
   bool intensity = false;
   std::string map_version;  // empty for intra frames
   // Per point: 0 map voxel, 1 residual (or intra) octree, 2 gap class (gap or surface sections),
-  // 3 fill (a midpoint of two selected map voxels).
+  // 3 fill (a midpoint or quarter point of two neighbouring selected map voxels).
   std::vector<uint8_t> source;
   std::vector<std::pair<std::string, size_t>> section_bytes;
 };
