@@ -24,23 +24,32 @@ using KdTree =
 
 }  // namespace
 
-std::vector<double> NearestDistances(const std::vector<Eigen::Vector3f>& P,
-                                     const std::vector<Eigen::Vector3f>& Q) {
-  std::vector<double> d(P.size(), std::numeric_limits<double>::infinity());
-  if (Q.empty()) return d;
+std::vector<size_t> NearestIndices(const std::vector<Eigen::Vector3f>& P,
+                                   const std::vector<Eigen::Vector3f>& Q) {
   CloudAdaptor adaptor{Q};
   KdTree tree(3, adaptor, nanoflann::KDTreeSingleIndexAdaptorParams(16));
   tree.buildIndex();
+  std::vector<size_t> out(P.size());
   for (size_t i = 0; i < P.size(); ++i) {
     size_t idx = 0;
     float dist2 = 0;
     nanoflann::KNNResultSet<float> result(1);
     result.init(&idx, &dist2);
     tree.findNeighbors(result, P[i].data(), nanoflann::SearchParams());
-    // Recompute in double from the chosen neighbour so the metric does not inherit float
-    // accumulation error from the tree's distance.
-    d[i] = (P[i].cast<double>() - Q[idx].cast<double>()).norm();
+    out[i] = idx;
   }
+  return out;
+}
+
+std::vector<double> NearestDistances(const std::vector<Eigen::Vector3f>& P,
+                                     const std::vector<Eigen::Vector3f>& Q) {
+  std::vector<double> d(P.size(), std::numeric_limits<double>::infinity());
+  if (Q.empty()) return d;
+  const std::vector<size_t> nearest = NearestIndices(P, Q);
+  // Recomputed in double from the chosen neighbour so the metric does not inherit float
+  // accumulation error from the tree's distance.
+  for (size_t i = 0; i < P.size(); ++i)
+    d[i] = (P[i].cast<double>() - Q[nearest[i]].cast<double>()).norm();
   return d;
 }
 

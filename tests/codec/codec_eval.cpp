@@ -10,8 +10,6 @@
 #include <set>
 #include <tuple>
 
-#include <nanoflann.hpp>
-
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/base/memory.h"
@@ -25,35 +23,6 @@ static double CpuMs() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-struct Cloud {
-  const std::vector<Eigen::Vector3f>& pts;
-  size_t kdtree_get_point_count() const { return pts.size(); }
-  float kdtree_get_pt(size_t i, size_t d) const { return pts[i][int(d)]; }
-  template <class B>
-  bool kdtree_get_bbox(B&) const {
-    return false;
-  }
-};
-
-// Index of each point of P's nearest point in Q (Q not empty).
-static std::vector<size_t> NearestIndices(const std::vector<Eigen::Vector3f>& P,
-                                          const std::vector<Eigen::Vector3f>& Q) {
-  Cloud c{Q};
-  nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<float, Cloud>, Cloud, 3> tree(
-      3, c, nanoflann::KDTreeSingleIndexAdaptorParams(16));
-  tree.buildIndex();
-  std::vector<size_t> out(P.size());
-  for (size_t i = 0; i < P.size(); ++i) {
-    size_t idx = 0;
-    float d2 = 0;
-    nanoflann::KNNResultSet<float> r(1);
-    r.init(&idx, &d2);
-    tree.findNeighbors(r, P[i].data(), nanoflann::SearchParams());
-    out[i] = idx;
-  }
-  return out;
 }
 
 int main(int argc, char** argv) {
@@ -127,11 +96,12 @@ int main(int argc, char** argv) {
     // Where the squared error comes from, by the source of the decoded point involved: the
     // nearest decoded point for original->decoded, the decoded point itself the other way.
     {
-      const std::vector<double> pq = bench::NearestDistances(cloud->xyz, dec->cloud.xyz);
+      const std::vector<size_t> near = bench::NearestIndices(cloud->xyz, dec->cloud.xyz);
       const std::vector<double> qp = bench::NearestDistances(dec->cloud.xyz, cloud->xyz);
-      const std::vector<size_t> near = NearestIndices(cloud->xyz, dec->cloud.xyz);
-      for (size_t j = 0; j < pq.size(); ++j) {
-        split[dec->source[near[j]]].pq2 += pq[j] * pq[j];
+      for (size_t j = 0; j < near.size(); ++j) {
+        const double pq2 =
+            (cloud->xyz[j].cast<double>() - dec->cloud.xyz[near[j]].cast<double>()).squaredNorm();
+        split[dec->source[near[j]]].pq2 += pq2;
         split[dec->source[near[j]]].pq_n += 1;
       }
       for (size_t j = 0; j < qp.size(); ++j) {

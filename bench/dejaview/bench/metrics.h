@@ -17,6 +17,9 @@ struct OneWayError {
   size_t points = 0;
 };
 
+// The index in Q of each p's nearest point (nanoflann k-d tree over Q); Q must not be empty.
+std::vector<size_t> NearestIndices(const std::vector<Eigen::Vector3f>& P,
+                                   const std::vector<Eigen::Vector3f>& Q);
 // nn(p, Q) for every p in P (nanoflann k-d tree over Q). Q empty: every distance is +inf.
 std::vector<double> NearestDistances(const std::vector<Eigen::Vector3f>& P,
                                      const std::vector<Eigen::Vector3f>& Q);
