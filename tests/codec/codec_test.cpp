@@ -230,6 +230,17 @@ class StreetMap : public ::testing::Test {
       EXPECT_FALSE(DecodeHeader(b.data(), b.size()).ok());
     }
   }
+  // Section `name` (id) first appeared in delta format `version`: a delta frame relabelled
+  // version - 1 and an intra frame given `body` as that section are both refused.
+  void ExpectOnlyInDelta(Sections delta, Sections intra, uint8_t id, const std::string& name,
+                         uint8_t version, const std::vector<uint8_t>& body) {
+    const std::string what = "section " + name + " is only valid in a delta frame of version " +
+                             std::to_string(version) + " or later";
+    delta.prefix[4] = uint8_t(version - 1);
+    ExpectCorrupt(delta, what);
+    intra.list.emplace_back(id, body);
+    ExpectCorrupt(intra, what);
+  }
   std::string root_;
   Drive drive_;
   std::unique_ptr<maps::RouteMap> map_;
@@ -1243,18 +1254,13 @@ TEST_F(StreetMap, DamagedOrMisplacedGapSectionsAreRejected) {
   s = whole;
   s.erase(kGapIntensityId);
   ExpectCorrupt(s, "missing section gap_intensity");
-  s = whole;
-  s.prefix[4] = 1;
-  ExpectCorrupt(s, "section gap is only valid in a delta frame of version 2 or later");
+  ExpectOnlyInDelta(whole, Split(Encode(frame, test::StreetPose(2), {}, {}, nullptr).value()),
+                    kGapId, "gap", 2, gap_body);
   // A version 1 frame (the committed one, coded against this map) relabelled 2 lacks its gap
   // section.
   s = Split(ReadFileBytes(test::FixturePath("golden_delta_v1.dvd")).value());
   s.prefix[4] = 2;
   ExpectCorrupt(s, "missing section gap");
-  // Gap sections in an intra frame.
-  s = Split(Encode(frame, test::StreetPose(2), {}, {}, nullptr).value());
-  s.list.emplace_back(kGapId, gap_body);
-  ExpectCorrupt(s, "section gap is only valid in a delta frame of version 2 or later");
 }
 
 // Version 6's surface sections: gap points on the map's ground profile, coded as 2D cells whose
@@ -1301,12 +1307,8 @@ TEST_F(StreetMap, SurfaceSectionsHoldTheBoundAndDamageIsRejected) {
   s = whole;
   s.erase(kSurfaceId);
   ExpectCorrupt(s, "missing section surface");
-  s = whole;
-  s.prefix[4] = 5;
-  ExpectCorrupt(s, "section surface is only valid in a delta frame of version 6 or later");
-  Sections intra = Split(Encode(frame, test::StreetPose(2), {}, p, nullptr).value());
-  intra.list.emplace_back(kSurfaceId, whole.list.front().second);
-  ExpectCorrupt(intra, "section surface is only valid in a delta frame of version 6 or later");
+  ExpectOnlyInDelta(whole, Split(Encode(frame, test::StreetPose(2), {}, p, nullptr).value()),
+                    kSurfaceId, "surface", 6, whole.list.front().second);
   // A cell 200 m out, beyond the profile's reach: no height to give it.
   s = whole;
   std::vector<uint8_t> far_cell, far_intensity;
@@ -1364,12 +1366,8 @@ TEST_F(StreetMap, FillKeepsTheBoundAndThePointCountAndDamageIsRejected) {
   s = whole;
   s.body(kFillId) = {0x01, 0x00};  // one point: nothing to fill, and a byte left over
   ExpectCorrupt(s, "delta: fill: trailing bytes");
-  s = whole;
-  s.prefix[4] = 7;
-  ExpectCorrupt(s, "section fill is only valid in a delta frame of version 8 or later");
-  Sections intra = Split(Encode(frame, test::StreetPose(3), {}, p, nullptr).value());
-  intra.list.emplace_back(kFillId, whole.list.back().second);
-  ExpectCorrupt(intra, "section fill is only valid in a delta frame of version 8 or later");
+  ExpectOnlyInDelta(whole, Split(Encode(frame, test::StreetPose(3), {}, p, nullptr).value()),
+                    kFillId, "fill", 8, whole.list.back().second);
 }
 
 }  // namespace
