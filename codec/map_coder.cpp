@@ -454,15 +454,14 @@ void CodeSelection(const Candidates& c, const SelectionModel& model,
   if (model.end) ctx->Store(model.end);
 }
 
-// A free bit (a candidate within some point's tolerance that is no point's nearest) goes the
-// way its model predicts when the model is this sure, in units of 2^-16: selected when 1 has
-// probability above 3/4, left out (if close) when 0 has one above 0.6. A predicted bit costs less
-// than half a bit, and an unpredicted one more than one, so the encoder spends bits where they
-// buy distance, not where they break a pattern. On KITTI 00 at equal Chamfer distance (0.05 /
-// 0.10 / 0.15 m) that is 71.3 / 241 / 503 in place of 67.6 / 228 / 480, on 07 127 / 519 / 1342 in
-// place of 116 / 467 / 1165 (BENCHMARK.md); thresholds of 0.6-0.85 and 0.5-0.9 all gained within
-// 1% of that.
-constexpr uint32_t kAddOdds = 3 * 65536 / 4;   // P(1) above which a free bit is 1
+// A close free bit (a candidate within select_factor x T of a point that is no point's nearest)
+// is left out when its model gives 0 a probability above 0.6, in units of 2^-16: a predicted bit
+// costs less than half a bit, an unpredicted one more than one. The other free bits (within T of
+// a point, not close) stay 0. Until version 8's fill section the encoder also selected those when
+// their models gave 1 a probability above 3/4, which bought distance where a surface was sampled
+// sparsely; the fill points do that better now. On KITTI 00 at equal CD 0.05 / 0.10 / 0.15 m the
+// bench gives 95.6 / 483 / 1056 without that rule against 87.9 / 421 / 908 with it, on 07 194 /
+// 1261 / 2670 against 185 / 1250 / 2626 (BENCHMARK.md).
 constexpr uint32_t kDropOdds = 3 * 65536 / 5;  // P(0) above which a close, free bit is 0
 // P(0) above which a nearest goes when its points keep their seconds. On KITTI at equal CD 0.05 /
 // 0.10 / 0.15 m (BENCHMARK.md): 00 73.2 / 248 / 510 against 73.5 / 245 / 503 without, 07 131 /
@@ -504,10 +503,7 @@ std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& 
   };
   CodeSelection(c, model, *selected, pairs, [&](BitModel* m, size_t i) {
     int bit = marks.nearest[i] || marks.close[i];
-    if (marks.within[i] && !marks.nearest[i]) {
-      if (!bit && 65536u - m->p > kAddOdds) bit = 1;
-      if (bit && m->p > kDropOdds) bit = 0;
-    }
+    if (bit && !marks.nearest[i] && m->p > kDropOdds) bit = 0;
     if (needed[i]) {
       bit = 1;
     } else if (marks.nearest[i] && m->p > kCoverOdds && covered(i)) {

@@ -132,12 +132,12 @@ struct SelectionModel {
   BitModel* end = nullptr;
 };
 // The encoder chooses each bit as it codes it (the decoder reads bits, whatever chose them): 1 for
-// a nearest, 0 for a candidate within no point's tolerance, and otherwise by its marks (close:
-// selected) unless the bit's adaptive model favours the other value strongly enough
-// (kAddOdds, kDropOdds in map_coder.cpp). A nearest whose model strongly favours 0 (kCoverOdds)
-// is left out when every point it is the nearest of has a second candidate that is selected or
-// still to come; those are then selected whatever their models say. Every point explained by the
-// marks keeps a selected candidate within the tolerance. *selected receives the bits.
+// a nearest; 1 for a close candidate unless its adaptive model favours 0 strongly enough
+// (kDropOdds in map_coder.cpp); 0 for any other. A nearest whose model strongly favours 0
+// (kCoverOdds) is left out when every point it is the nearest of has a second candidate that is
+// selected or still to come; those are then selected whatever their models say. Every point
+// explained by the marks keeps a selected candidate within the tolerance. *selected receives the
+// bits.
 // Two selected candidates that are neighbours: `later` and its neighbour `earlier` at causal
 // offset `offset` (kCausalOffset), which comes before it in the order. The coder lists them as it
 // codes, for the fill section (fill.h): later in candidate order, then offset order. Pairs across
