@@ -460,8 +460,8 @@ void CodeSelection(const Candidates& c, const SelectionModel& model,
 // a point, not close) stay 0. Until version 8's fill section the encoder also selected those when
 // their models gave 1 a probability above 3/4, which bought distance where a surface was sampled
 // sparsely; the fill points do that better now. On KITTI 00 at equal CD 0.05 / 0.10 / 0.15 m the
-// bench gives 95.6 / 483 / 1056 without that rule against 87.9 / 421 / 908 with it, on 07 194 /
-// 1261 / 2670 against 185 / 1250 / 2626 (BENCHMARK.md).
+// bench gives 95.6 / 483 / 1056 without that rule against 87.6 / 421 / 908 with it, on 07 194 /
+// 1261 / 2670 against 182 / 1250 / 2626 (BENCHMARK.md).
 constexpr uint32_t kDropOdds = 3 * 65536 / 5;  // P(0) above which a close, free bit is 0
 // P(0) above which a nearest goes when its points keep their seconds. On KITTI at equal CD 0.05 /
 // 0.10 / 0.15 m (BENCHMARK.md): 00 73.2 / 248 / 510 against 73.5 / 245 / 503 without, 07 131 /
