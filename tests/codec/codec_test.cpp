@@ -230,7 +230,6 @@ class StreetMap : public ::testing::Test {
     ASSERT_TRUE(maps::BuildMap({drive_}, opt, root_ + "/map").ok());
     map_ = maps::OpenMap(root_ + "/map", 0).value();
   }
-  // The same map carrying the codec priors learnt from its drive.
   // The street map with the codec priors the encoder learnt when the version 7 golden file was
   // written (golden_priors.bin): learnt afresh, they would follow every change of the encoder's
   // choices, and the map's version with them, and the committed files would no longer decode.
@@ -1144,6 +1143,7 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   const PointCloud frame = test::StreetFrame(test::StreetPose(3), {test::CarAt(5, 3)});
   const std::unique_ptr<maps::RouteMap> priors = GoldenPriorsMap();
   ASSERT_TRUE(priors);
+  ASSERT_FALSE(priors->codec_priors().empty());
   struct Golden {
     const char* name;
     maps::RouteMap* map;
