@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <set>
 #include <tuple>
@@ -91,24 +92,25 @@ int main(int argc, char** argv) {
     auto dec = codec::Decode(enc->data(), enc->size(), map->get());
     const double c = CpuMs();
     if (!dec.ok()) return std::fprintf(stderr, "%s\n", dec.status().ToString().c_str()), 1;
-    const bench::FrameError e = bench::CompareFrames(cloud->xyz, dec->cloud.xyz);
-    errs.push_back(e);
-    // Where the squared error comes from, by the source of the decoded point involved: the
-    // nearest decoded point for original->decoded, the decoded point itself the other way.
-    {
+    // Both ways' nearest points, searched once: the frame's errors (as bench::CompareFrames gives
+    // them) and where the squared error comes from, by the source of the decoded point involved:
+    // the nearest decoded point for original->decoded, the decoded point itself the other way.
+    const std::vector<double> qp = bench::NearestDistances(dec->cloud.xyz, cloud->xyz);
+    std::vector<double> pq(cloud->size(), std::numeric_limits<double>::infinity());
+    if (!dec->cloud.xyz.empty()) {
       const std::vector<size_t> near = bench::NearestIndices(cloud->xyz, dec->cloud.xyz);
-      const std::vector<double> qp = bench::NearestDistances(dec->cloud.xyz, cloud->xyz);
       for (size_t j = 0; j < near.size(); ++j) {
-        const double pq2 =
-            (cloud->xyz[j].cast<double>() - dec->cloud.xyz[near[j]].cast<double>()).squaredNorm();
-        split[dec->source[near[j]]].pq2 += pq2;
+        pq[j] = (cloud->xyz[j].cast<double>() - dec->cloud.xyz[near[j]].cast<double>()).norm();
+        split[dec->source[near[j]]].pq2 += pq[j] * pq[j];
         split[dec->source[near[j]]].pq_n += 1;
       }
-      for (size_t j = 0; j < qp.size(); ++j) {
-        split[dec->source[j]].qp2 += qp[j] * qp[j];
-        split[dec->source[j]].qp_n += 1;
-      }
     }
+    for (size_t j = 0; j < qp.size(); ++j) {
+      split[dec->source[j]].qp2 += qp[j] * qp[j];
+      split[dec->source[j]].qp_n += 1;
+    }
+    const bench::FrameError e{bench::Summarize(pq), bench::Summarize(qp)};
+    errs.push_back(e);
     // Moving points (SemanticKITTI) lying in a gap cell: an upper bound on those the encoder put
     // in the gap class (a cell holds every point falling in it, whatever its class).
     if (!drive->labels_dir.empty()) {
