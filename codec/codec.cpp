@@ -705,13 +705,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
                                std::chrono::duration<double, std::milli>(now - lap_start).count());
     lap_start = now;
   };
-  Candidates around_prior;
-  DV_RETURN_IF_ERROR(DeriveCandidates(map, prior.linear(), prior.translation(),
-                                      radius_m + kRegistrationSlackM, &around_prior, hashed,
-                                      params.backend));
-  lap("candidates around the prior");
-  DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
-                      RegisterFrame(pts, around_prior, prior, params.backend));
+  DV_ASSIGN_OR_RETURN(
+      const RegistrationResult reg,
+      RegisterFrame(pts, map, prior, radius_m + kRegistrationSlackM, params.backend));
   lap("registration");
   rep->registration_correspondences = reg.correspondences;
   Header h = base;

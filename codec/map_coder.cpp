@@ -208,6 +208,8 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   if (!KeyInRange(s) || (s.array().abs() + n >= kPackBias - 2).any()) {
     return Status::InvalidArgument("sensor position outside the map's key range");
   }
+  out->centre = s;
+  out->reach = n;
   std::vector<maps::MapVoxel>& ball = out->voxels;  // the box, then filtered in place
   ball.clear();
   DV_RETURN_IF_ERROR(map->CollectBox(s.array() - n, s.array() + n, &ball));

@@ -23,6 +23,9 @@ struct Candidates {
   std::vector<uint8_t> context;         // visibility x range x persistence, per candidate
   std::vector<int32_t> cell;            // angular cell of each candidate, -1 outside the grid
   VoxelHash index{0};                   // voxel key -> candidate index (encoder only)
+  // The ball the voxels were taken from: keys within `reach` voxels of `centre` (-1: none).
+  maps::VoxelKey centre = maps::VoxelKey::Zero();
+  int reach = -1;
 };
 
 // What the encoder's classification found out about each candidate, each an OR over the frame's

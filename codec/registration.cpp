@@ -130,27 +130,56 @@ Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
   return S;
 }
 
-}  // namespace
+// The map side of registration, for one ball of map voxels (RegisterFrame with a map keeps it).
+// The search points into map_pts and the candidates' index: built in place, never moved.
+struct RegistrationMap {
+  Candidates c;
+  Backend backend = Backend::kCpu;
+  // The candidates' representatives, then the centroids of their patches (from first_patch).
+  std::vector<Eigen::Vector3d> map_pts;
+  size_t first_patch = 0;
+  std::vector<Patch> patches;  // their normals found as matches ask
+  std::unique_ptr<CorrespondenceSearch> search;
 
-StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
-                                           const Candidates& c, const Pose& prior,
-                                           Backend backend) {
+  static StatusOr<std::unique_ptr<RegistrationMap>> Build(Candidates c, Backend backend) {
+    std::unique_ptr<RegistrationMap> m(new RegistrationMap());
+    m->c = std::move(c);
+    m->backend = backend;
+    m->map_pts.resize(m->c.voxels.size());
+    for (size_t i = 0; i < m->c.voxels.size(); ++i) {
+      m->map_pts[i] = maps::Representative(m->c.voxels[i], m->c.resolution_m);
+    }
+    m->first_patch = m->map_pts.size();
+    m->patches = AppendPatches(&m->map_pts);
+    // The coarse stage's correspondences: the kPatchM centroids, by kCoarseVoxelM cell; the fine
+    // stage's are the candidates' own voxels.
+    DV_ASSIGN_OR_RETURN(
+        m->search, CorrespondenceSearch::Create(backend, m->map_pts, m->c.voxels, m->c.index,
+                                                m->c.resolution_m, kCoarseVoxelM, kCoarsePerCell));
+    return m;
+  }
+
+  // Whether the ball of keys within `reach` of `centre` lies inside this one (the triangle
+  // inequality on integer keys: exact).
+  bool Holds(const maps::VoxelKey& centre, int reach, double resolution_m, Backend b) const {
+    const int64_t spare = int64_t(c.reach) - reach;
+    return b == backend && resolution_m == c.resolution_m && c.reach >= 0 && spare >= 0 &&
+           (c.centre - centre).cast<int64_t>().squaredNorm() <= spare * spare;
+  }
+};
+
+StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame, RegistrationMap* m,
+                                      const Pose& prior) {
   RegistrationResult result;
   result.T_map_sensor = prior;
-  if (c.voxels.empty()) return result;
-  std::vector<Eigen::Vector3d> map_pts(c.voxels.size());
-  for (size_t i = 0; i < c.voxels.size(); ++i) {
-    map_pts[i] = maps::Representative(c.voxels[i], c.resolution_m);
-  }
-  const size_t first_patch = map_pts.size();
-  std::vector<Patch> patches = AppendPatches(&map_pts);
+  if (m->c.voxels.empty()) return result;
+  const std::vector<Eigen::Vector3d>& map_pts = m->map_pts;
+  const size_t first_patch = m->first_patch;
+  std::vector<Patch>& patches = m->patches;
+  const CorrespondenceSearch* search = m->search.get();
+  const Candidates& c = m->c;
   const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM, 800);
   const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM, 1000);
-  // The coarse stage's correspondences: the kPatchM centroids, by kCoarseVoxelM cell; the fine
-  // stage's are the candidates' own voxels.
-  DV_ASSIGN_OR_RETURN(const std::unique_ptr<CorrespondenceSearch> search,
-                      CorrespondenceSearch::Create(backend, map_pts, c.voxels, c.index,
-                                                   c.resolution_m, kCoarseVoxelM, kCoarsePerCell));
   std::vector<int32_t> best;
   Pose T = prior;
   const double res = c.resolution_m;
@@ -219,6 +248,39 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
   result.T_map_sensor = T;
   result.converged = true;
   return result;
+}
+
+}  // namespace
+
+StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
+                                           const Candidates& c, const Pose& prior,
+                                           Backend backend) {
+  DV_ASSIGN_OR_RETURN(const std::unique_ptr<RegistrationMap> m, RegistrationMap::Build(c, backend));
+  return Register(frame, m.get(), prior);
+}
+
+StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
+                                           maps::RouteMap* map, const Pose& prior, double radius_m,
+                                           Backend backend) {
+  const double res = map->resolution_m();
+  const maps::VoxelKey centre = maps::KeyOf(prior.translation(), res);
+  // DeriveCandidates' reach for radius_m.
+  const int reach = int(std::ceil(radius_m / res)) + 1;
+  std::shared_ptr<void>& slot = map->client_cache();
+  auto* m = static_cast<RegistrationMap*>(slot.get());
+  if (m == nullptr || !m->Holds(centre, reach, res, backend)) {
+    slot.reset();  // the old one's memory goes before the new one's comes
+    Candidates c;
+    // Only the CUDA kernels look voxel keys up in a hash; the CPU sorts them (sorted_grid.h).
+    DV_RETURN_IF_ERROR(
+        DeriveCandidates(map, prior.linear(), prior.translation(), radius_m + kRegistrationReuseM,
+                         &c, backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u, backend));
+    DV_ASSIGN_OR_RETURN(std::unique_ptr<RegistrationMap> built,
+                        RegistrationMap::Build(std::move(c), backend));
+    m = built.get();
+    slot = std::shared_ptr<RegistrationMap>(std::move(built));
+  }
+  return Register(frame, m, prior);
 }
 
 }  // namespace dv::codec

@@ -276,6 +276,62 @@ class StreetMap : public ::testing::Test {
   std::unique_ptr<maps::RouteMap> map_;
 };
 
+// RegisterFrame with a map keeps what it derived from the map's voxels (codec/registration.h)
+// while later frames' balls lie inside its wider ball, and the frames it serves register exactly
+// as against a fresh build of that ball: the patch normals it found for one frame serve the next
+// unchanged. A prior beyond kRegistrationReuseM, or a larger radius, builds a new one.
+TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
+  auto prior_at = [](double x) {
+    Pose prior = test::StreetPose(x);
+    prior.translation() += Eigen::Vector3d(0.12, -0.1, 0.04);
+    prior.linear() = Eigen::AngleAxisd(0.006, Eigen::Vector3d::UnitZ()) * prior.linear();
+    return prior;
+  };
+  const double radius = 30;
+  const Pose first = prior_at(3);
+  const PointCloud frame3 = test::StreetFrame(test::StreetPose(3), {});
+  ASSERT_FALSE(map_->client_cache());
+  auto reg3 = RegisterFrame(frame3.xyz, map_.get(), first, radius);
+  ASSERT_TRUE(reg3.ok()) << reg3.status().ToString();
+  EXPECT_TRUE(reg3->converged);
+  const std::weak_ptr<void> built = map_->client_cache();
+  ASSERT_FALSE(built.expired());
+
+  // 6 m on: the same ball serves, and gives what a fresh build of it gives.
+  const Pose second = prior_at(9);
+  const PointCloud frame9 = test::StreetFrame(test::StreetPose(9), {});
+  auto reg9 = RegisterFrame(frame9.xyz, map_.get(), second, radius);
+  ASSERT_TRUE(reg9.ok()) << reg9.status().ToString();
+  EXPECT_FALSE(built.expired());
+  EXPECT_EQ(map_->client_cache(), built.lock());
+  Candidates ball;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), first.linear(), first.translation(),
+                               radius + kRegistrationReuseM, &ball, 0)
+                  .ok());
+  auto fresh = RegisterFrame(frame9.xyz, ball, second);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_TRUE(reg9->converged);
+  EXPECT_EQ(reg9->converged, fresh->converged);
+  EXPECT_EQ(reg9->correspondences, fresh->correspondences);
+  EXPECT_EQ(reg9->T_map_sensor.matrix(), fresh->T_map_sensor.matrix());
+  const Pose err = test::StreetPose(9).inverse() * reg9->T_map_sensor;
+  EXPECT_LT(TranslationNorm(err), 0.03);
+
+  // 12 m from where it was built: a new ball.
+  auto reg15 = RegisterFrame(test::StreetFrame(test::StreetPose(15), {}).xyz, map_.get(),
+                             prior_at(15), radius);
+  ASSERT_TRUE(reg15.ok()) << reg15.status().ToString();
+  EXPECT_TRUE(built.expired());
+  const std::weak_ptr<void> rebuilt = map_->client_cache();
+  ASSERT_FALSE(rebuilt.expired());
+  // Where it was built, a radius it can hold keeps it, one it cannot makes a new one.
+  ASSERT_TRUE(RegisterFrame(frame9.xyz, map_.get(), prior_at(15), radius + 5).ok());
+  EXPECT_FALSE(rebuilt.expired());
+  ASSERT_TRUE(
+      RegisterFrame(frame9.xyz, map_.get(), prior_at(15), radius + kRegistrationReuseM + 1).ok());
+  EXPECT_TRUE(rebuilt.expired());
+}
+
 TEST_F(StreetMap, DeltaExplainsTheStreetAndCodesTheCarAsResidual) {
   const Pose truth = test::StreetPose(3);
   const PointCloud frame = test::StreetFrame(truth, {test::CarAt(5, 3)});
