@@ -194,7 +194,8 @@ struct NeighbourGrid {
 };
 
 // Index of the map point nearest to p among the 27 voxels around p's, closer than
-// sqrt(max_d2); -1 when none. Ties go to the first in (dx, dy, dz, slot) order.
+// sqrt(max_d2); -1 when none. Ties go to the lowest index, whatever order the voxels are visited
+// in, so that grids of other voxel sizes give the same answer (CorrespondenceSearch).
 DV_HOST_DEVICE inline int32_t Nearest(const NeighbourGrid& g, const double* map_pts,
                                       const double p[3], double max_d2) {
   int32_t k[3];
@@ -211,7 +212,7 @@ DV_HOST_DEVICE inline int32_t Nearest(const NeighbourGrid& g, const double* map_
         for (int32_t j = 0; j < n; ++j) {
           const int32_t i = cell ? cell[1 + j] : v;
           const double d2 = Dist2(map_pts + 3 * size_t(i), p);
-          if (d2 < best) {
+          if (d2 < best || (d2 == best && i < best_i)) {
             best = d2;
             best_i = i;
           }

@@ -1,7 +1,9 @@
 #include "hot_paths.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -334,7 +336,7 @@ CorrespondenceSearch::~CorrespondenceSearch() = default;
 StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
     Backend backend, const std::vector<Eigen::Vector3d>& map_pts,
     const std::vector<maps::MapVoxel>& fine_voxels, const VoxelHash& fine_index,
-    double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell) {
+    double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell, int coarse_levels) {
   std::unique_ptr<CorrespondenceSearch> s(new CorrespondenceSearch());
   s->map_pts_ = &map_pts;
   s->fine_index_ = &fine_index;
@@ -347,11 +349,15 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
   if (backend == Backend::kCpu) {
     s->fine_grid_ = std::make_unique<SortedGrid>(VoxelKeys(fine_voxels), 1, 0);
     std::vector<int32_t> keys(3 * (map_pts.size() - first));
-    for (size_t i = first; i < map_pts.size(); ++i) {
-      const maps::VoxelKey k = maps::KeyOf(map_pts[i], coarse_voxel_m);
-      std::copy(k.data(), k.data() + 3, &keys[3 * (i - first)]);
+    for (int level = 0; level <= coarse_levels; ++level) {
+      const double voxel_m = std::ldexp(coarse_voxel_m, -level);
+      for (size_t i = first; i < map_pts.size(); ++i) {
+        const maps::VoxelKey k = maps::KeyOf(map_pts[i], voxel_m);
+        std::copy(k.data(), k.data() + 3, &keys[3 * (i - first)]);
+      }
+      s->coarse_grids_.push_back(
+          std::make_unique<SortedGrid>(keys, 1, level == 0 ? coarse_per_cell : 0));
     }
-    s->coarse_grid_ = std::make_unique<SortedGrid>(keys, 1, coarse_per_cell);
     return s;
   }
 #ifdef DEJAVIEW_HAVE_CUDA
@@ -395,9 +401,14 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
   }
 #endif
   // kernels::Nearest's rule over the sorted grid: the nearest closer than sqrt(max_d2) in the 27
-  // voxels around, the first in (dx, dy, dz, slot) order among equals.
-  const SortedGrid& grid = fine ? *fine_grid_ : *coarse_grid_;
-  const double voxel_m = fine ? fine_voxel_m_ : coarse_voxel_m_;
+  // voxels around, the lowest index among equals.
+  int level = 0;
+  while (!fine && level + 1 < int(coarse_grids_.size()) &&
+         std::ldexp(coarse_voxel_m_, -(level + 1)) >= std::sqrt(max_d2)) {
+    ++level;
+  }
+  const SortedGrid& grid = fine ? *fine_grid_ : *coarse_grids_[size_t(level)];
+  const double voxel_m = fine ? fine_voxel_m_ : std::ldexp(coarse_voxel_m_, -level);
   std::vector<double> moved(3 * source.size());
   std::vector<int32_t> keys(3 * source.size());
   std::vector<uint8_t> valid(source.size());
@@ -419,7 +430,7 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
     int32_t bi = -1;
     for (int32_t j : near) {
       const double d2 = kernels::Dist2(map + 3 * size_t(j), p);
-      if (d2 < b) {
+      if (d2 < b || (d2 == b && j < bi)) {
         b = d2;
         bi = j;
       }

@@ -101,6 +101,14 @@ void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const ke
 // coarse_per_cell points per voxel of coarse_voxel_m, in point order. The CPU sorts both
 // (sorted_grid.h); the CUDA backend hashes them (fine_index is the candidates' index, needed
 // there only) and keeps device copies.
+//
+// The CPU also sorts the coarse points into coarse_levels finer grids, of coarse_voxel_m / 2,
+// / 4, ..., each keeping every point, and searches the finest whose voxel is at least
+// sqrt(max_d2): the 27 voxels around a point still hold every map point within sqrt(max_d2), but
+// a few of them where the coarse grid's held dozens. The answer is the coarse grid's wherever no
+// coarse voxel holds more than coarse_per_cell points (Nearest breaks ties by index, not by the
+// order it visits voxels in), so the CUDA backend, which has the coarse grid only, returns the
+// same.
 class CorrespondenceSearch {
  public:
   // map_pts: the fine points (fine_voxels' representatives) first, then the coarse ones; best
@@ -108,11 +116,12 @@ class CorrespondenceSearch {
   static StatusOr<std::unique_ptr<CorrespondenceSearch>> Create(
       Backend backend, const std::vector<Eigen::Vector3d>& map_pts,
       const std::vector<maps::MapVoxel>& fine_voxels, const VoxelHash& fine_index,
-      double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell);
+      double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell, int coarse_levels = 0);
   ~CorrespondenceSearch();
 
   // best[i]: index of the map point nearest to T source[i] within sqrt(max_d2) among the 27
-  // voxels around it, on the fine or the coarse grid; -1 when none.
+  // voxels around it, on the fine or the coarse grid (the lowest index among equals); -1 when
+  // none.
   Status Find(const std::vector<Eigen::Vector3d>& source, const kernels::Rigid& T, bool fine,
               double max_d2, std::vector<int32_t>* best) const;
 
@@ -126,9 +135,11 @@ class CorrespondenceSearch {
   const VoxelHash* fine_index_ = nullptr;
   double fine_voxel_m_ = 0, coarse_voxel_m_ = 0;
   int per_cell_ = 0;
-  std::unique_ptr<SortedGrid> fine_grid_, coarse_grid_;  // kCpu only
-  std::unique_ptr<VoxelHash> coarse_hash_;               // kCuda only, as below
-  std::vector<int32_t> coarse_cells_;                    // [count, index x per_cell] per cell
+  std::unique_ptr<SortedGrid> fine_grid_;  // kCpu only, as the coarse grids
+  // Of coarse_voxel_m_ / 2^level for level 0..coarse_levels; only level 0 capped at per_cell_.
+  std::vector<std::unique_ptr<SortedGrid>> coarse_grids_;
+  std::unique_ptr<VoxelHash> coarse_hash_;  // kCuda only, as below
+  std::vector<int32_t> coarse_cells_;       // [count, index x per_cell] per cell
   std::unique_ptr<Device> device_;
 };
 

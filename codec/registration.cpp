@@ -37,6 +37,9 @@ constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point p
 constexpr double kCoarseVoxelM = 3.0;
 constexpr double kPatchM = 0.75;
 constexpr int kCoarsePerCell = 64;  // (kCoarseVoxelM / kPatchM)^3: every centroid of a cell
+// Grids of 1.5 and 0.75 m for the iterations whose reach is that short (hot_paths.h): the same
+// matches, found among a few centroids, not dozens.
+constexpr int kCoarseLevels = 2;
 constexpr int kMinPatchPoints = 4;
 // A patch: the middle eigenvalue of its points' covariance at least (kPatchM / 10)^2, the
 // smallest at most a tenth of it (a scan ring crossing the voxel is a line, not a patch).
@@ -155,7 +158,8 @@ struct RegistrationMap {
     // stage's are the candidates' own voxels.
     DV_ASSIGN_OR_RETURN(
         m->search, CorrespondenceSearch::Create(backend, m->map_pts, m->c.voxels, m->c.index,
-                                                m->c.resolution_m, kCoarseVoxelM, kCoarsePerCell));
+                                                m->c.resolution_m, kCoarseVoxelM, kCoarsePerCell,
+                                                kCoarseLevels));
     return m;
   }
 

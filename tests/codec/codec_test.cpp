@@ -280,6 +280,56 @@ class StreetMap : public ::testing::Test {
 // while later frames' balls lie inside its wider ball, and the frames it serves register exactly
 // as against a fresh build of that ball: the patch normals it found for one frame serve the next
 // unchanged. A prior beyond kRegistrationReuseM, or a larger radius, builds a new one.
+// The coarse correspondence search's finer grids (hot_paths.h, coarse_levels) answer as the coarse
+// grid does, and both as a brute-force search: the nearest map point within the reach, the
+// lowest index among equals, for reaches up to the coarse voxel.
+TEST_F(StreetMap, CoarseCorrespondencesOnFinerGridsMatchTheCoarseGrid) {
+  const Pose T = test::StreetPose(3);
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 30, &cand).ok());
+  // Fine points: the representatives; coarse points: every third of them, then the same
+  // points again, so that some distances tie exactly.
+  std::vector<Eigen::Vector3d> map_pts;
+  for (const maps::MapVoxel& v : cand.voxels) map_pts.push_back(maps::Representative(v, 0.1));
+  const size_t first = map_pts.size();
+  for (size_t i = 0; i < first; i += 3) map_pts.push_back(map_pts[i]);
+  for (size_t i = 0; i < first; i += 3) map_pts.push_back(map_pts[i]);
+  const PointCloud frame = test::StreetFrame(T, {});
+  std::vector<Eigen::Vector3d> source;
+  for (size_t i = 0; i < frame.size(); i += 97) source.push_back(frame.xyz[i].cast<double>());
+  ASSERT_GT(source.size(), 100u);
+  const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
+  auto one = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.1, 3.0,
+                                          1 << 20, 0);
+  auto three = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.1,
+                                            3.0, 1 << 20, 2);
+  ASSERT_TRUE(one.ok() && three.ok());
+  for (double reach : {0.3, 0.7, 1.4, 2.9}) {
+    SCOPED_TRACE("reach " + std::to_string(reach));
+    std::vector<int32_t> a, b;
+    ASSERT_TRUE((*one)->Find(source, Tk, false, reach * reach, &a).ok());
+    ASSERT_TRUE((*three)->Find(source, Tk, false, reach * reach, &b).ok());
+    EXPECT_EQ(a, b);
+    size_t found = 0;
+    for (size_t s = 0; s < source.size(); ++s) {
+      Eigen::Vector3d p;
+      kernels::Transform(Tk, source[s].data(), p.data());
+      double best = reach * reach;
+      int32_t best_i = -1;
+      for (size_t j = first; j < map_pts.size(); ++j) {
+        const double d2 = kernels::Dist2(map_pts[j].data(), p.data());
+        if (d2 < best) {  // in index order: the first among equals is the lowest
+          best = d2;
+          best_i = int32_t(j);
+        }
+      }
+      ASSERT_EQ(a[s], best_i) << "source point " << s;
+      found += best_i >= 0;
+    }
+    EXPECT_GT(found, source.size() / 2);
+  }
+}
+
 TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   auto prior_at = [](double x) {
     Pose prior = test::StreetPose(x);
