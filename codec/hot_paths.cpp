@@ -336,7 +336,8 @@ CorrespondenceSearch::~CorrespondenceSearch() = default;
 StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
     Backend backend, const std::vector<Eigen::Vector3d>& map_pts,
     const std::vector<maps::MapVoxel>& fine_voxels, const VoxelHash& fine_index,
-    double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell, int coarse_levels) {
+    double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell, int coarse_levels,
+    const SortedGrid* fine_grid) {
   std::unique_ptr<CorrespondenceSearch> s(new CorrespondenceSearch());
   s->map_pts_ = &map_pts;
   s->fine_index_ = &fine_index;
@@ -347,7 +348,11 @@ StatusOr<std::unique_ptr<CorrespondenceSearch>> CorrespondenceSearch::Create(
   if (first > map_pts.size()) return Status::InvalidArgument("correspondences: too few map points");
   s->coarse_first_ = first;
   if (backend == Backend::kCpu) {
-    s->fine_grid_ = std::make_unique<SortedGrid>(VoxelKeys(fine_voxels), 1, 0);
+    if (fine_grid == nullptr || fine_grid->max_nb() < 1) {
+      s->own_fine_grid_ = std::make_unique<SortedGrid>(VoxelKeys(fine_voxels), 1, 0);
+      fine_grid = s->own_fine_grid_.get();
+    }
+    s->fine_grid_ = fine_grid;
     std::vector<int32_t> keys(3 * (map_pts.size() - first));
     for (int level = 0; level <= coarse_levels; ++level) {
       const double voxel_m = std::ldexp(coarse_voxel_m, -level);

@@ -112,11 +112,14 @@ void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const ke
 class CorrespondenceSearch {
  public:
   // map_pts: the fine points (fine_voxels' representatives) first, then the coarse ones; best
-  // indices refer to it.
+  // indices refer to it. fine_grid (CPU, optional): a SortedGrid of fine_voxels' keys
+  // (VoxelKeys) with max_nb >= 1, which the caller keeps while the search lives; without it the
+  // CPU sorts them itself.
   static StatusOr<std::unique_ptr<CorrespondenceSearch>> Create(
       Backend backend, const std::vector<Eigen::Vector3d>& map_pts,
       const std::vector<maps::MapVoxel>& fine_voxels, const VoxelHash& fine_index,
-      double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell, int coarse_levels = 0);
+      double fine_voxel_m, double coarse_voxel_m, int coarse_per_cell, int coarse_levels = 0,
+      const SortedGrid* fine_grid = nullptr);
   ~CorrespondenceSearch();
 
   // best[i]: index of the map point nearest to T source[i] within sqrt(max_d2) among the 27
@@ -135,7 +138,8 @@ class CorrespondenceSearch {
   const VoxelHash* fine_index_ = nullptr;
   double fine_voxel_m_ = 0, coarse_voxel_m_ = 0;
   int per_cell_ = 0;
-  std::unique_ptr<SortedGrid> fine_grid_;  // kCpu only, as the coarse grids
+  const SortedGrid* fine_grid_ = nullptr;      // kCpu only, as the coarse grids
+  std::unique_ptr<SortedGrid> own_fine_grid_;  // fine_grid_ unless the caller's
   // Of coarse_voxel_m_ / 2^level for level 0..coarse_levels; only level 0 capped at per_cell_.
   std::vector<std::unique_ptr<SortedGrid>> coarse_grids_;
   std::unique_ptr<VoxelHash> coarse_hash_;  // kCuda only, as below

@@ -198,8 +198,22 @@ Eigen::Matrix3d RotationOf(const Eigen::Vector4d& q) {
   return R;
 }
 
+bool BallHolds(const Candidates& c, const maps::VoxelKey& centre, int reach) {
+  const int64_t spare = int64_t(c.reach) - reach;
+  return c.reach >= 0 && spare >= 0 &&
+         (c.centre - centre).cast<int64_t>().squaredNorm() <= spare * spare;
+}
+
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
                         double radius_m, Candidates* out, unsigned parts, Backend backend) {
+  std::vector<int32_t> kept;
+  return DeriveCandidatesWithin(map, Candidates(), R, t, radius_m, out, &kept, parts, backend);
+}
+
+Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates& around,
+                              const Eigen::Matrix3d& R, const Eigen::Vector3d& t, double radius_m,
+                              Candidates* out, std::vector<int32_t>* kept, unsigned parts,
+                              Backend backend) {
   const bool with_index = (parts & kCandidateIndex) != 0;
   const double res = map->resolution_m();
   out->resolution_m = res;
@@ -210,16 +224,25 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eig
   }
   out->centre = s;
   out->reach = n;
-  std::vector<maps::MapVoxel>& ball = out->voxels;  // the box, then filtered in place
-  ball.clear();
-  DV_RETURN_IF_ERROR(map->CollectBox(s.array() - n, s.array() + n, &ball));
   const int64_t n2 = int64_t(n) * n;
-  ball.erase(std::remove_if(ball.begin(), ball.end(),
-                            [&](const maps::MapVoxel& v) {
-                              const Eigen::Matrix<int64_t, 3, 1> d = (v.key - s).cast<int64_t>();
-                              return d.squaredNorm() > n2;
-                            }),
-             ball.end());
+  auto outside = [&](const maps::MapVoxel& v) {
+    const Eigen::Matrix<int64_t, 3, 1> d = (v.key - s).cast<int64_t>();
+    return d.squaredNorm() > n2;
+  };
+  std::vector<maps::MapVoxel>& ball = out->voxels;
+  ball.clear();
+  kept->clear();
+  if (around.resolution_m == res && !around.voxels.empty() && BallHolds(around, s, n)) {
+    kept->assign(around.voxels.size(), -1);
+    for (size_t i = 0; i < around.voxels.size(); ++i) {
+      if (outside(around.voxels[i])) continue;
+      (*kept)[i] = int32_t(ball.size());
+      ball.push_back(around.voxels[i]);
+    }
+  } else {  // the box, then filtered in place
+    DV_RETURN_IF_ERROR(map->CollectBox(s.array() - n, s.array() + n, &ball));
+    ball.erase(std::remove_if(ball.begin(), ball.end(), outside), ball.end());
+  }
   const size_t count = out->voxels.size();
   if (with_index) {
     DV_RETURN_IF_ERROR(IndexKeys(backend, out->voxels, &out->index));

@@ -141,13 +141,18 @@ struct RegistrationMap {
   // The candidates' representatives, then the centroids of their patches (from first_patch).
   std::vector<Eigen::Vector3d> map_pts;
   size_t first_patch = 0;
-  std::vector<Patch> patches;  // their normals found as matches ask
+  std::vector<Patch> patches;        // their normals found as matches ask
+  std::unique_ptr<SortedGrid> grid;  // kCpu: the candidates' keys, for the fine stage and more
   std::unique_ptr<CorrespondenceSearch> search;
 
-  static StatusOr<std::unique_ptr<RegistrationMap>> Build(Candidates c, Backend backend) {
+  static StatusOr<std::unique_ptr<RegistrationMap>> Build(Candidates c, Backend backend,
+                                                          int grid_nb) {
     std::unique_ptr<RegistrationMap> m(new RegistrationMap());
     m->c = std::move(c);
     m->backend = backend;
+    if (backend == Backend::kCpu) {
+      m->grid = std::make_unique<SortedGrid>(VoxelKeys(m->c.voxels), std::max(grid_nb, 1), 0);
+    }
     m->map_pts.resize(m->c.voxels.size());
     for (size_t i = 0; i < m->c.voxels.size(); ++i) {
       m->map_pts[i] = maps::Representative(m->c.voxels[i], m->c.resolution_m);
@@ -159,16 +164,16 @@ struct RegistrationMap {
     DV_ASSIGN_OR_RETURN(
         m->search, CorrespondenceSearch::Create(backend, m->map_pts, m->c.voxels, m->c.index,
                                                 m->c.resolution_m, kCoarseVoxelM, kCoarsePerCell,
-                                                kCoarseLevels));
+                                                kCoarseLevels, m->grid.get()));
     return m;
   }
 
-  // Whether the ball of keys within `reach` of `centre` lies inside this one (the triangle
-  // inequality on integer keys: exact).
-  bool Holds(const maps::VoxelKey& centre, int reach, double resolution_m, Backend b) const {
-    const int64_t spare = int64_t(c.reach) - reach;
-    return b == backend && resolution_m == c.resolution_m && c.reach >= 0 && spare >= 0 &&
-           (c.centre - centre).cast<int64_t>().squaredNorm() <= spare * spare;
+  // Whether it serves a frame's ball of keys within `reach` of `centre`, with a grid of
+  // max_nb >= grid_nb on the CPU.
+  bool Serves(const maps::VoxelKey& centre, int reach, double resolution_m, Backend b,
+              int grid_nb) const {
+    return b == backend && resolution_m == c.resolution_m && BallHolds(c, centre, reach) &&
+           (!grid || grid->max_nb() >= grid_nb);
   }
 };
 
@@ -259,20 +264,21 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
                                            const Candidates& c, const Pose& prior,
                                            Backend backend) {
-  DV_ASSIGN_OR_RETURN(const std::unique_ptr<RegistrationMap> m, RegistrationMap::Build(c, backend));
+  DV_ASSIGN_OR_RETURN(const std::unique_ptr<RegistrationMap> m,
+                      RegistrationMap::Build(c, backend, 1));
   return Register(frame, m.get(), prior);
 }
 
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
                                            maps::RouteMap* map, const Pose& prior, double radius_m,
-                                           Backend backend) {
+                                           Backend backend, int grid_nb) {
   const double res = map->resolution_m();
   const maps::VoxelKey centre = maps::KeyOf(prior.translation(), res);
   // DeriveCandidates' reach for radius_m.
   const int reach = int(std::ceil(radius_m / res)) + 1;
   std::shared_ptr<void>& slot = map->client_cache();
   auto* m = static_cast<RegistrationMap*>(slot.get());
-  if (m == nullptr || !m->Holds(centre, reach, res, backend)) {
+  if (m == nullptr || !m->Serves(centre, reach, res, backend, grid_nb)) {
     slot.reset();  // the old one's memory goes before the new one's comes
     Candidates c;
     // Only the CUDA kernels look voxel keys up in a hash; the CPU sorts them (sorted_grid.h).
@@ -280,11 +286,17 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
         DeriveCandidates(map, prior.linear(), prior.translation(), radius_m + kRegistrationReuseM,
                          &c, backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u, backend));
     DV_ASSIGN_OR_RETURN(std::unique_ptr<RegistrationMap> built,
-                        RegistrationMap::Build(std::move(c), backend));
+                        RegistrationMap::Build(std::move(c), backend, grid_nb));
     m = built.get();
     slot = std::shared_ptr<RegistrationMap>(std::move(built));
   }
   return Register(frame, m, prior);
+}
+
+KeptBall KeptRegistrationBall(maps::RouteMap* map) {
+  const auto* m = static_cast<const RegistrationMap*>(map->client_cache().get());
+  if (m == nullptr) return {};
+  return {&m->c, m->grid.get()};
 }
 
 }  // namespace dv::codec

@@ -10,6 +10,7 @@
 
 #include "dejaview/base/pose.h"
 #include "map_coder.h"
+#include "sorted_grid.h"
 
 namespace dv::codec {
 
@@ -34,9 +35,20 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
 // about every kRegistrationReuseM of travel, not every frame. Building it took 7-8 ms of a
 // frame's 19 ms of registration (KITTI 00, T = 0.1). The wider ball adds map voxels beyond
 // radius_m, which only matches near the ball's edge can reach.
+// On the CPU it also keeps a SortedGrid of the ball's keys with max_nb >= grid_nb, which its
+// fine stage searches and the encoder's classification takes its grid from (KeptBall).
 constexpr double kRegistrationReuseM = 10.0;
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
                                            maps::RouteMap* map, const Pose& T_map_sensor_prior,
-                                           double radius_m, Backend backend = Backend::kCpu);
+                                           double radius_m, Backend backend = Backend::kCpu,
+                                           int grid_nb = 1);
+
+// What RegisterFrame with this map keeps: the ball's candidates (voxels only) and, on the CPU,
+// the grid of their keys. Nulls before the first such call.
+struct KeptBall {
+  const Candidates* candidates = nullptr;
+  const SortedGrid* grid = nullptr;
+};
+KeptBall KeptRegistrationBall(maps::RouteMap* map);
 
 }  // namespace dv::codec

@@ -89,6 +89,21 @@ SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int max_nb, int per_cel
   item_.resize(out);
 }
 
+void SortedGrid::Keep(const std::vector<int32_t>& to) {
+  if (packed_.empty()) return;
+  size_t out = 0;
+  for (size_t i = 0; i + 1 < packed_.size(); ++i) {  // the sentinel (last) stays
+    const int32_t j = to[item_[i]];
+    if (j < 0) continue;
+    packed_[out] = packed_[i];
+    item_[out++] = uint32_t(j);
+  }
+  packed_[out] = packed_.back();
+  item_[out++] = 0;
+  packed_.resize(out);
+  item_.resize(out);
+}
+
 uint64_t SortedGrid::Pack(const int32_t k[3]) const {
   return uint64_t(int64_t(k[0]) - lo_[0]) << (bits_[1] + bits_[2]) |
          uint64_t(int64_t(k[1]) - lo_[1]) << bits_[2] | uint64_t(int64_t(k[2]) - lo_[2]);

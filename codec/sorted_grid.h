@@ -22,6 +22,11 @@ class SortedGrid {
   // so one grid serves look-ups of several radii.
   SortedGrid(const std::vector<int32_t>& keys, int max_nb, int per_cell);
   int max_nb() const { return max_nb_; }
+  // Renumbers the items: item i becomes to[i], and goes where to[i] < 0. The rest keep their
+  // order, so each look-up lists the items a grid of the kept ones alone would list (numbered
+  // by to); this grid's box still decides which queries Sort lists, so queries near it but far
+  // from every kept item are visited with no items, where that grid would leave them out.
+  void Keep(const std::vector<int32_t>& to);
 
   // Keys packed into integers that order as the keys do (packed), with the query each came from
   // (index), sorted; only queries with valid[i] whose neighbourhood (nb <= max_nb voxels per axis)

@@ -330,6 +330,47 @@ TEST_F(StreetMap, CoarseCorrespondencesOnFinerGridsMatchTheCoarseGrid) {
   }
 }
 
+// Candidates taken from a wider ball that holds theirs are those read from the map, and kept maps
+// each of the wider ball's voxels to its place among them; a ball it does not hold is read.
+TEST_F(StreetMap, CandidatesWithinAWiderBallAreThoseReadFromTheMap) {
+  const Pose wide_at = test::StreetPose(3);
+  Candidates wide;
+  ASSERT_TRUE(
+      DeriveCandidates(map_.get(), wide_at.linear(), wide_at.translation(), 25, &wide, 0).ok());
+  for (double x : {4.0, 9.0}) {
+    SCOPED_TRACE("x " + std::to_string(x));
+    const Pose T = test::StreetPose(x);
+    Candidates read, within;
+    std::vector<int32_t> kept;
+    ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 20, &read).ok());
+    ASSERT_TRUE(
+        DeriveCandidatesWithin(map_.get(), wide, T.linear(), T.translation(), 20, &within, &kept)
+            .ok());
+    ASSERT_GT(read.voxels.size(), 1000u);
+    ASSERT_EQ(read.voxels.size(), within.voxels.size());
+    for (size_t i = 0; i < read.voxels.size(); ++i) {
+      ASSERT_EQ(read.voxels[i].key, within.voxels[i].key) << i;
+      ASSERT_EQ(std::memcmp(&read.voxels[i], &within.voxels[i], sizeof(maps::MapVoxel)), 0) << i;
+    }
+    EXPECT_EQ(read.sensor, within.sensor);
+    EXPECT_EQ(read.context, within.context);
+    EXPECT_EQ(read.cell, within.cell);
+    // 1 m on, the wide ball (25 m) holds the 20 m one; 6 m on it does not.
+    if (x == 4.0) {
+      ASSERT_EQ(kept.size(), wide.voxels.size());
+      size_t in = 0;
+      for (size_t i = 0; i < kept.size(); ++i) {
+        if (kept[i] < 0) continue;
+        ASSERT_EQ(wide.voxels[i].key, within.voxels[size_t(kept[i])].key);
+        ++in;
+      }
+      EXPECT_EQ(in, within.voxels.size());
+    } else {
+      EXPECT_TRUE(kept.empty());
+    }
+  }
+}
+
 TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   auto prior_at = [](double x) {
     Pose prior = test::StreetPose(x);

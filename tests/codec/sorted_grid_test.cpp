@@ -84,6 +84,51 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
   }
 }
 
+// A grid thinned by Keep lists, for every query it visits, what a grid of the kept items alone
+// lists (renumbered), and visits every query that one does; the others it visits get no items.
+TEST(SortedGrid, KeepListsWhatAGridOfTheKeptItemsLists) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> k(-30, 30), q(-36, 36);
+  std::vector<int32_t> items, kept_items;
+  std::vector<int32_t> to;
+  for (int32_t i = 0; i < 4000; ++i) {
+    const int32_t x = k(rng), y = k(rng), z = k(rng) / 4;
+    items.insert(items.end(), {x, y, z});
+    // Keep a slab (x >= 0), less one item in three: the kept box is smaller than the grid's.
+    const bool keep = x >= 0 && i % 3 != 0;
+    to.push_back(keep ? int32_t(kept_items.size() / 3) : -1);
+    if (keep) kept_items.insert(kept_items.end(), {x, y, z});
+  }
+  for (int max_nb : {1, 2}) {
+    SortedGrid thinned(items, max_nb, 0);
+    thinned.Keep(to);
+    const SortedGrid alone(kept_items, max_nb, 0);
+    std::vector<int32_t> queries;
+    for (int i = 0; i < 3000; ++i) queries.insert(queries.end(), {q(rng), q(rng), q(rng) / 4});
+    const std::vector<uint8_t> valid(queries.size() / 3, 1);
+    for (int nb = 1; nb <= max_nb; ++nb) {
+      std::map<uint32_t, std::vector<int32_t>> a, b;
+      thinned.ForEachQuery(queries, valid, nb,
+                           [&](uint32_t i, const std::vector<int32_t>& got) { a[i] = got; });
+      alone.ForEachQuery(queries, valid, nb,
+                         [&](uint32_t i, const std::vector<int32_t>& got) { b[i] = got; });
+      size_t nonempty = 0;
+      for (const auto& [i, got] : b) {
+        ASSERT_TRUE(a.count(i)) << "query " << i;
+        ASSERT_EQ(a[i], got) << "query " << i << " nb " << nb << " of " << max_nb;
+        nonempty += !got.empty();
+      }
+      for (const auto& [i, got] : a) {
+        if (!b.count(i)) {
+          ASSERT_TRUE(got.empty()) << "query " << i;
+        }
+      }
+      EXPECT_GT(nonempty, 300u);
+      EXPECT_GT(a.size(), b.size());  // the grid's larger box visits more, with nothing
+    }
+  }
+}
+
 TEST(SortedGrid, NoItemsListsNoQueries) {
   const SortedGrid grid({}, 1, 0);
   EXPECT_TRUE(grid.Sort({1, 2, 3}, {1}, 1).index.empty());
