@@ -150,6 +150,7 @@ struct RegistrationMap {
     std::unique_ptr<RegistrationMap> m(new RegistrationMap());
     m->c = std::move(c);
     m->backend = backend;
+    if (m->c.voxels.empty()) return m;  // nothing to search: Register returns the prior
     if (backend == Backend::kCpu) {
       m->grid = std::make_unique<SortedGrid>(VoxelKeys(m->c.voxels), std::max(grid_nb, 1), 0);
     }

@@ -371,6 +371,30 @@ TEST_F(StreetMap, CandidatesWithinAWiderBallAreThoseReadFromTheMap) {
   }
 }
 
+// A frame 500 m from every map voxel: no candidates, so registration keeps the prior (and an
+// empty ball), and the frame falls back to intra coding within the bound; back on the street the
+// next frame is a delta frame again.
+TEST_F(StreetMap, AFrameOffTheMapIsCodedIntraAndTheNextOnItIsNot) {
+  EncoderParams p;
+  p.tolerance_m = 0.1;
+  Pose away = test::StreetPose(3);
+  away.translation() += Eigen::Vector3d(0, 500, 0);
+  const PointCloud frame = test::StreetFrame(test::StreetPose(3), {});
+  EncodeReport rep;
+  auto off = Encode(frame, away, {}, p, map_.get(), &rep);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_TRUE(rep.intra_fallback);
+  EXPECT_EQ(rep.candidates, 0u);
+  EXPECT_LT((rep.T_map_sensor.translation() - away.translation()).norm(), 1e-3);
+  auto decoded = Decode(off->data(), off->size(), map_.get());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_LE(bench::CompareFrames(frame.xyz, decoded->cloud.xyz).hausdorff_m(), 0.1);
+  auto on = Encode(frame, test::StreetPose(3), {}, p, map_.get(), &rep);
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_FALSE(rep.intra_fallback);
+  EXPECT_GT(rep.candidates, 1000u);
+}
+
 TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   auto prior_at = [](double x) {
     Pose prior = test::StreetPose(x);
