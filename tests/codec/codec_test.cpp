@@ -276,10 +276,6 @@ class StreetMap : public ::testing::Test {
   std::unique_ptr<maps::RouteMap> map_;
 };
 
-// RegisterFrame with a map keeps what it derived from the map's voxels (codec/registration.h)
-// while later frames' balls lie inside its wider ball, and the frames it serves register exactly
-// as against a fresh build of that ball: the patch normals it found for one frame serve the next
-// unchanged. A prior beyond kRegistrationReuseM, or a larger radius, builds a new one.
 // The coarse correspondence search's finer grids (hot_paths.h, coarse_levels) answer as the coarse
 // grid does, and both as a brute-force search: the nearest map point within the reach, the
 // lowest index among equals, for reaches up to the coarse voxel.
@@ -395,6 +391,10 @@ TEST_F(StreetMap, AFrameOffTheMapIsCodedIntraAndTheNextOnItIsNot) {
   EXPECT_GT(rep.candidates, 1000u);
 }
 
+// RegisterFrame with a map keeps what it derived from the map's voxels (codec/registration.h)
+// while later frames' balls lie inside its wider ball, and the frames it serves register exactly
+// as against a fresh build of that ball: the patch normals it found for one frame serve the next
+// unchanged. A prior beyond kRegistrationReuseM, or a larger radius, builds a new one.
 TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   auto prior_at = [](double x) {
     Pose prior = test::StreetPose(x);
