@@ -710,9 +710,10 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   const int nb = int(std::ceil((tol - kMarginM) / res));
   const double gap_m = params.gap_factor * tol;
   const int gap_nb = int(std::ceil(gap_m / res));
-  DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
-                      RegisterFrame(pts, map, prior, radius_m + kRegistrationSlackM, params.backend,
-                                    std::max(nb, gap_nb)));
+  const int grid_nb = std::max(nb, gap_nb);
+  DV_ASSIGN_OR_RETURN(
+      const RegistrationResult reg,
+      RegisterFrame(pts, map, prior, radius_m + kRegistrationSlackM, params.backend, grid_nb));
   lap("registration");
   rep->registration_correspondences = reg.correspondences;
   Header h = base;
@@ -730,16 +731,15 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   const KeptBall ball = KeptRegistrationBall(map);
   Candidates cand;
   std::vector<int32_t> to_cand;
-  DV_RETURN_IF_ERROR(DeriveCandidatesWithin(map, ball.candidates ? *ball.candidates : Candidates(),
-                                            R, t, radius_m, &cand, &to_cand,
+  DV_RETURN_IF_ERROR(DeriveCandidatesWithin(map, ball.candidates, R, t, radius_m, &cand, &to_cand,
                                             hashed | kCandidateProjection, params.backend));
   std::unique_ptr<SortedGrid> grid;
   if (params.backend == Backend::kCpu) {
-    if (!to_cand.empty() && ball.grid && ball.grid->max_nb() >= std::max(nb, gap_nb)) {
+    if (!to_cand.empty() && ball.grid && ball.grid->max_nb() >= grid_nb) {
       grid = std::make_unique<SortedGrid>(*ball.grid);
       grid->Keep(to_cand);
     } else {
-      grid = std::make_unique<SortedGrid>(VoxelKeys(cand.voxels), std::max(nb, gap_nb), 0);
+      grid = std::make_unique<SortedGrid>(VoxelKeys(cand.voxels), grid_nb, 0);
     }
   }
   rep->candidates = cand.voxels.size();

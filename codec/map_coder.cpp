@@ -207,10 +207,10 @@ bool BallHolds(const Candidates& c, const maps::VoxelKey& centre, int reach) {
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
                         double radius_m, Candidates* out, unsigned parts, Backend backend) {
   std::vector<int32_t> kept;
-  return DeriveCandidatesWithin(map, Candidates(), R, t, radius_m, out, &kept, parts, backend);
+  return DeriveCandidatesWithin(map, nullptr, R, t, radius_m, out, &kept, parts, backend);
 }
 
-Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates& around,
+Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
                               const Eigen::Matrix3d& R, const Eigen::Vector3d& t, double radius_m,
                               Candidates* out, std::vector<int32_t>* kept, unsigned parts,
                               Backend backend) {
@@ -218,7 +218,7 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates& around,
   const double res = map->resolution_m();
   out->resolution_m = res;
   const maps::VoxelKey s = maps::KeyOf(t, res);
-  const int n = int(std::ceil(radius_m / res)) + 1;
+  const int n = BallReach(radius_m, res);
   if (!KeyInRange(s) || (s.array().abs() + n >= kPackBias - 2).any()) {
     return Status::InvalidArgument("sensor position outside the map's key range");
   }
@@ -232,12 +232,13 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates& around,
   std::vector<maps::MapVoxel>& ball = out->voxels;
   ball.clear();
   kept->clear();
-  if (around.resolution_m == res && !around.voxels.empty() && BallHolds(around, s, n)) {
-    kept->assign(around.voxels.size(), -1);
-    for (size_t i = 0; i < around.voxels.size(); ++i) {
-      if (outside(around.voxels[i])) continue;
+  if (around && around->resolution_m == res && !around->voxels.empty() &&
+      BallHolds(*around, s, n)) {
+    kept->assign(around->voxels.size(), -1);
+    for (size_t i = 0; i < around->voxels.size(); ++i) {
+      if (outside(around->voxels[i])) continue;
       (*kept)[i] = int32_t(ball.size());
-      ball.push_back(around.voxels[i]);
+      ball.push_back(around->voxels[i]);
     }
   } else {  // the box, then filtered in place
     DV_RETURN_IF_ERROR(map->CollectBox(s.array() - n, s.array() + n, &ball));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -57,12 +58,12 @@ Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor
                         const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
                         unsigned parts = kCandidateIndex | kCandidateProjection,
                         Backend backend = Backend::kCpu);
-// The same, taken from `around` (candidates of another ball, voxels only read) where its ball
-// holds this one: its voxels in its order that fall in this ball, which are this ball's map
-// voxels in canonical order, without reading the map. *kept[i] is then the index here of
-// around's voxel i, -1 where it is left out; where around's ball does not hold this one, *kept
-// is empty and the map is read.
-Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates& around,
+// The same, taken from `around` (candidates of another ball, voxels only read; may be null)
+// where its ball holds this one: its voxels in its order that fall in this ball, which are this
+// ball's map voxels in canonical order, without reading the map. *kept[i] is then the index here
+// of around's voxel i, -1 where it is left out; where around's ball does not hold this one,
+// *kept is empty and the map is read.
+Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
                               const Eigen::Matrix3d& R_map_sensor,
                               const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
                               std::vector<int32_t>* kept,
@@ -71,6 +72,10 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates& around,
 // Whether the ball of keys within `reach` of `centre` lies inside the ball c's voxels came from
 // (the triangle inequality on integer keys: exact).
 bool BallHolds(const Candidates& c, const maps::VoxelKey& centre, int reach);
+// The reach in voxels of the ball DeriveCandidates takes for radius_m: ceil(radius / res) + 1.
+inline int BallReach(double radius_m, double resolution_m) {
+  return int(std::ceil(radius_m / resolution_m)) + 1;
+}
 
 // The 13 neighbour offsets (dx, dy, dz) below zero in (x, y, z) order, in that order. The face
 // neighbours -x, -y, -z are entries kFaceX, kFaceY, kFaceZ.

@@ -275,8 +275,7 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
                                            Backend backend, int grid_nb) {
   const double res = map->resolution_m();
   const maps::VoxelKey centre = maps::KeyOf(prior.translation(), res);
-  // DeriveCandidates' reach for radius_m.
-  const int reach = int(std::ceil(radius_m / res)) + 1;
+  const int reach = BallReach(radius_m, res);
   std::shared_ptr<void>& slot = map->client_cache();
   auto* m = static_cast<RegistrationMap*>(slot.get());
   if (m == nullptr || !m->Serves(centre, reach, res, backend, grid_nb)) {

@@ -340,7 +340,7 @@ TEST_F(StreetMap, CandidatesWithinAWiderBallAreThoseReadFromTheMap) {
     std::vector<int32_t> kept;
     ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 20, &read).ok());
     ASSERT_TRUE(
-        DeriveCandidatesWithin(map_.get(), wide, T.linear(), T.translation(), 20, &within, &kept)
+        DeriveCandidatesWithin(map_.get(), &wide, T.linear(), T.translation(), 20, &within, &kept)
             .ok());
     ASSERT_GT(read.voxels.size(), 1000u);
     ASSERT_EQ(read.voxels.size(), within.voxels.size());
