@@ -101,6 +101,7 @@ void Agent::EncodeLoop() {
   params.residual_precision_m = config_.residual_precision_m;
   params.intensity = config_.intensity;
   params.backend = config_.encoder_backend;
+  params.threads = config_.frame_threads;
   for (;;) {
     std::optional<Frame> f = queue_.Pop();
     if (!f) return;

@@ -202,6 +202,7 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& text, const std::strin
       if (!be.ok()) return be.status().WithContext("encoder_backend");
       c.encoder_backend = *be;
       DV_RETURN_IF_ERROR(s.Get("encoder_threads", &c.encoder_threads));
+      DV_RETURN_IF_ERROR(s.Get("frame_threads", &c.frame_threads));
       DV_RETURN_IF_ERROR(s.Get("queue_frames", &c.queue_frames));
       DV_RETURN_IF_ERROR(s.Get("metrics_listen", &c.metrics_listen));
       if (const YAML::Node sensors = s.Child("sensors")) {
@@ -234,6 +235,8 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& text, const std::strin
   DV_RETURN_IF_ERROR(with_name(transport::ValidateName("drive", c.drive)));
   if (c.encoder_threads < 1 || c.encoder_threads > 64)
     return with_name(Status::InvalidArgument("encoder_threads: 1 to 64"));
+  if (c.frame_threads < 1 || c.frame_threads > codec::kMaxEncoderThreads)
+    return with_name(Status::InvalidArgument("frame_threads: 1 to 64"));
   if (c.queue_frames < 1 || c.queue_frames > 10000)
     return with_name(Status::InvalidArgument("queue_frames: 1 to 10000"));
   if (!(c.tolerance_m > 0)) return with_name(Status::InvalidArgument("tolerance_m: must be > 0"));

@@ -12,6 +12,7 @@
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
+#include "dejaview/base/fork_join.h"
 #include "dejaview/base/kitti.h"
 #include "fill.h"
 #include "hot_paths.h"
@@ -638,6 +639,10 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   if (!(params.select_factor >= 0 && params.select_factor <= 1)) {
     return Status::InvalidArgument("encode: select_factor must be in [0, 1]");
   }
+  if (!(params.threads >= 1 && params.threads <= kMaxEncoderThreads)) {
+    return Status::InvalidArgument("encode: threads must be in [1, " +
+                                   std::to_string(kMaxEncoderThreads) + "]");
+  }
   if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
   DV_RETURN_IF_ERROR(CheckBackend(params.backend).WithContext("encode"));
   EncodeReport local;
@@ -711,9 +716,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   const double gap_m = params.gap_factor * tol;
   const int gap_nb = int(std::ceil(gap_m / res));
   const int grid_nb = std::max(nb, gap_nb);
-  DV_ASSIGN_OR_RETURN(
-      const RegistrationResult reg,
-      RegisterFrame(pts, map, prior, radius_m + kRegistrationSlackM, params.backend, grid_nb));
+  DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
+                      RegisterFrame(pts, map, prior, radius_m + kRegistrationSlackM, params.backend,
+                                    grid_nb, params.threads));
   lap("registration");
   rep->registration_correspondences = reg.correspondences;
   Header h = base;
@@ -755,124 +760,143 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   CandidateMarks marks;
   DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), grid.get(), &cand.index,
                                     cand.sensor, res, nb, bound2, select_m * select_m, &explained,
-                                    &marks));
+                                    &marks, params.threads));
   lap("classification");
-  std::vector<Eigen::Vector3f> unexplained;
-  std::vector<float> unexplained_i;
-  for (size_t i = 0; i < pts.size(); ++i) {
-    if (explained[i]) {
-      ++rep->explained_points;
-    } else {
-      unexplained.push_back(pts[i]);
-      unexplained_i.push_back(inten[i]);
-    }
-  }
-  // The decoder never repeats the gap test: it reads which octree a cell is in.
-  // The first gap test: a candidate representative within gap_m of the point.
-  std::vector<uint8_t> near_map(unexplained.size(), 0);
-  if (params.gap_factor > 0) {
-    DV_RETURN_IF_ERROR(MarkNearCandidates(params.backend, unexplained, RigidOf(R, t), grid.get(),
-                                          &cand.index, cand.sensor, res, gap_nb, gap_m * gap_m,
-                                          &near_map));
-    MarkOnMapSurface(unexplained, cand, gap_m, &near_map);
-  }
-  std::vector<Eigen::Vector3f> residual, gap;
-  std::vector<float> residual_i, gap_i;
-  for (size_t i = 0; i < unexplained.size(); ++i) {
-    (near_map[i] ? gap : residual).push_back(unexplained[i]);
-    (near_map[i] ? gap_i : residual_i).push_back(unexplained_i[i]);
-  }
-  rep->residual_points = residual.size();
-  rep->gap_points = gap.size();
-  // The gap class coded two ways, the smaller kept: all in the 3D octree, or the points on the
-  // map's ground profile in the surface sections and the rest in 3D. The surface's 2D cells win
-  // where much ground lies between the map's rings (KITTI 00 at T <= 0.2) and lose to a second
-  // section's start-up costs where the gap class is a few hundred cells (T >= 0.3).
-  // A gap cell costs about a byte, and on KITTI 12-23% of them have every point within the
-  // tolerance of a neighbour's centre (BENCHMARK.md). Residual cells gain next to nothing: they
-  // are few, at 2 cm.
-  std::vector<Eigen::Vector3f> rest = gap, surface;
-  std::vector<float> rest_i = gap_i, surface_i;
-  if (!gap.empty()) SplitSurface(cand, tol, &rest, &rest_i, &surface, &surface_i);
   // The models' start: the map's priors, or in training the states so far. A trial coding of the
   // gap class leaves its models' end states in its own copy (in training), and the kept one's
   // become the states so far.
   ModelStates priors;
   if (!train) DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("encode"));
   const ModelStates& start = train ? *train : priors;
-  auto gap_sections = [&](const std::vector<Eigen::Vector3f>& g, const std::vector<float>& gi,
-                          const std::vector<Eigen::Vector3f>& sf, const std::vector<float>& si,
-                          Header* out, ModelStates* ends, size_t* cells) -> StatusOr<size_t> {
-    // Each gap cell holds an original point and its centre is within T of every point in it, as
-    // for intra cells: the bound holds whatever the classification decided. So does each surface
-    // cell's decoded point for the points SplitSurface put in it.
-    OctreeModel gm = OctreeModelOf(h.version, start.gap),
-                sm = OctreeModelOf(h.version, start.surface);
-    if (ends) {
-      ends->gap.resize(kOctreeModels);
-      ends->surface.resize(kOctreeModels);
-      gm.end = ends->gap.data();
-      sm.end = ends->surface.data();
-    }
-    DV_RETURN_IF_ERROR(AddCellSections(g, gi, CellStep(tol), params.intensity, kGapGeometry,
-                                       kGapIntensity, gm, out, cells));
-    DV_RETURN_IF_ERROR(AddCellSections(sf, si, SurfaceStep(tol), params.intensity, kSurfaceGeometry,
-                                       kSurfaceIntensity, sm, out, cells));
-    size_t bytes = 0;
-    for (const auto& section : out->sections) bytes += section.second.size();
-    return bytes;
-  };
-  Header gap_only, split;
-  ModelStates split_ends, gap_only_ends;
-  size_t split_bytes = SIZE_MAX, gap_only_bytes = SIZE_MAX;
-  size_t split_cells = 0, gap_only_cells = 0;
-  if (!surface.empty()) {
-    DropCoveredCells(CellStep(tol), tol - kMarginM, &rest, &rest_i);
-    DV_ASSIGN_OR_RETURN(split_bytes, gap_sections(rest, rest_i, surface, surface_i, &split,
-                                                  train ? &split_ends : nullptr, &split_cells));
-  }
-  // Coding the gap class twice would cost as much again as coding it once (9 ms at T = 0.05 on
-  // KITTI 00), and the one octree wins only where the surface section is small.
-  size_t surface_bytes = 0;
-  for (const auto& section : split.sections) {
-    if (section.first == kSurfaceGeometry) surface_bytes = section.second.size();
-  }
-  if (surface.empty() || surface_bytes < kSmallSurfaceBytes) {
-    DropCoveredCells(CellStep(tol), tol - kMarginM, &gap, &gap_i);
-    DV_ASSIGN_OR_RETURN(gap_only_bytes,
-                        gap_sections(gap, gap_i, {}, {}, &gap_only,
-                                     train ? &gap_only_ends : nullptr, &gap_only_cells));
-  }
-  const bool use_split = split_bytes < gap_only_bytes;
-  rep->surface_points = use_split ? surface.size() : 0;
-  if (train) {
-    ModelStates& kept = use_split ? split_ends : gap_only_ends;
-    train->gap = std::move(kept.gap);
-    train->surface = std::move(kept.surface);
-  }
-  lap("gap tests and gap coding");
-
-  ByteWriter map_section;
-  map_section.Varint(radius_dm);
-  std::vector<uint8_t> selected;
-  SelectionModel model = SelectionModelOf(h.version, start.selection);
-  if (train) model.end = train->selection.data();
+  // The selection and the cells are coded from the classification alone, each into its own
+  // sections and models: with threads, at once (the bytes are the same either way).
+  const bool parallel = params.threads > 1;
+  std::vector<uint8_t> selected, selection_section;
   std::vector<SelectedPair> pairs;
-  const std::vector<uint8_t> bits =
-      EncodeSelection(cand, marks, model, &selected, train ? nullptr : &pairs);
+  auto code_selection = [&] {
+    ByteWriter map_section;
+    map_section.Varint(radius_dm);
+    SelectionModel model = SelectionModelOf(h.version, start.selection);
+    if (train) model.end = train->selection.data();
+    const std::vector<uint8_t> bits =
+        EncodeSelection(cand, marks, model, &selected, train ? nullptr : &pairs);
+    map_section.Bytes(bits.data(), bits.size());
+    selection_section = map_section.Take();
+    if (!parallel) lap("selection coding");
+  };
+  Header cell_sections;  // residual, then the gap class's
+  size_t cell_count = 0;
+  auto code_cells = [&]() -> Status {
+    std::vector<Eigen::Vector3f> unexplained;
+    std::vector<float> unexplained_i;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      if (explained[i]) {
+        ++rep->explained_points;
+      } else {
+        unexplained.push_back(pts[i]);
+        unexplained_i.push_back(inten[i]);
+      }
+    }
+    // The decoder never repeats the gap test: it reads which octree a cell is in.
+    // The first gap test: a candidate representative within gap_m of the point.
+    std::vector<uint8_t> near_map(unexplained.size(), 0);
+    if (params.gap_factor > 0) {
+      DV_RETURN_IF_ERROR(MarkNearCandidates(params.backend, unexplained, RigidOf(R, t), grid.get(),
+                                            &cand.index, cand.sensor, res, gap_nb, gap_m * gap_m,
+                                            &near_map));
+      MarkOnMapSurface(unexplained, cand, gap_m, &near_map);
+    }
+    std::vector<Eigen::Vector3f> residual, gap;
+    std::vector<float> residual_i, gap_i;
+    for (size_t i = 0; i < unexplained.size(); ++i) {
+      (near_map[i] ? gap : residual).push_back(unexplained[i]);
+      (near_map[i] ? gap_i : residual_i).push_back(unexplained_i[i]);
+    }
+    rep->residual_points = residual.size();
+    rep->gap_points = gap.size();
+    // The gap class coded two ways, the smaller kept: all in the 3D octree, or the points on the
+    // map's ground profile in the surface sections and the rest in 3D. The surface's 2D cells win
+    // where much ground lies between the map's rings (KITTI 00 at T <= 0.2) and lose to a second
+    // section's start-up costs where the gap class is a few hundred cells (T >= 0.3).
+    // A gap cell costs about a byte, and on KITTI 12-23% of them have every point within the
+    // tolerance of a neighbour's centre (BENCHMARK.md). Residual cells gain next to nothing: they
+    // are few, at 2 cm.
+    std::vector<Eigen::Vector3f> rest = gap, surface;
+    std::vector<float> rest_i = gap_i, surface_i;
+    if (!gap.empty()) SplitSurface(cand, tol, &rest, &rest_i, &surface, &surface_i);
+    auto gap_sections = [&](const std::vector<Eigen::Vector3f>& g, const std::vector<float>& gi,
+                            const std::vector<Eigen::Vector3f>& sf, const std::vector<float>& si,
+                            Header* out, ModelStates* ends, size_t* cells) -> StatusOr<size_t> {
+      // Each gap cell holds an original point and its centre is within T of every point in it, as
+      // for intra cells: the bound holds whatever the classification decided. So does each surface
+      // cell's decoded point for the points SplitSurface put in it.
+      OctreeModel gm = OctreeModelOf(h.version, start.gap),
+                  sm = OctreeModelOf(h.version, start.surface);
+      if (ends) {
+        ends->gap.resize(kOctreeModels);
+        ends->surface.resize(kOctreeModels);
+        gm.end = ends->gap.data();
+        sm.end = ends->surface.data();
+      }
+      DV_RETURN_IF_ERROR(AddCellSections(g, gi, CellStep(tol), params.intensity, kGapGeometry,
+                                         kGapIntensity, gm, out, cells));
+      DV_RETURN_IF_ERROR(AddCellSections(sf, si, SurfaceStep(tol), params.intensity,
+                                         kSurfaceGeometry, kSurfaceIntensity, sm, out, cells));
+      size_t bytes = 0;
+      for (const auto& section : out->sections) bytes += section.second.size();
+      return bytes;
+    };
+    Header gap_only, split;
+    ModelStates split_ends, gap_only_ends;
+    size_t split_bytes = SIZE_MAX, gap_only_bytes = SIZE_MAX;
+    size_t split_cells = 0, gap_only_cells = 0;
+    if (!surface.empty()) {
+      DropCoveredCells(CellStep(tol), tol - kMarginM, &rest, &rest_i);
+      DV_ASSIGN_OR_RETURN(split_bytes, gap_sections(rest, rest_i, surface, surface_i, &split,
+                                                    train ? &split_ends : nullptr, &split_cells));
+    }
+    // Coding the gap class twice would cost as much again as coding it once (9 ms at T = 0.05 on
+    // KITTI 00), and the one octree wins only where the surface section is small.
+    size_t surface_bytes = 0;
+    for (const auto& section : split.sections) {
+      if (section.first == kSurfaceGeometry) surface_bytes = section.second.size();
+    }
+    if (surface.empty() || surface_bytes < kSmallSurfaceBytes) {
+      DropCoveredCells(CellStep(tol), tol - kMarginM, &gap, &gap_i);
+      DV_ASSIGN_OR_RETURN(gap_only_bytes,
+                          gap_sections(gap, gap_i, {}, {}, &gap_only,
+                                       train ? &gap_only_ends : nullptr, &gap_only_cells));
+    }
+    const bool use_split = split_bytes < gap_only_bytes;
+    rep->surface_points = use_split ? surface.size() : 0;
+    if (train) {
+      ModelStates& kept = use_split ? split_ends : gap_only_ends;
+      train->gap = std::move(kept.gap);
+      train->surface = std::move(kept.surface);
+    }
+    if (!parallel) lap("gap tests and gap coding");
+
+    OctreeModel rm = OctreeModelOf(h.version, start.residual);
+    if (train) rm.end = train->residual.data();
+    cell_count += use_split ? split_cells : gap_only_cells;
+    DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
+                                       kResidualGeometry, kResidualIntensity, rm, &cell_sections,
+                                       &cell_count));
+    for (auto& section : (use_split ? split : gap_only).sections) {
+      cell_sections.sections.push_back(std::move(section));
+    }
+    if (!parallel) lap("octree coding");
+    return Status::Ok();
+  };
+  Status cells_coded;
+  RunBoth(
+      parallel, [&] { cells_coded = code_cells(); }, code_selection);
+  DV_RETURN_IF_ERROR(cells_coded);
+  if (parallel) lap("gap tests, selection and octree coding");
   for (uint8_t s : selected) rep->selected_voxels += s;
-  map_section.Bytes(bits.data(), bits.size());
-  h.sections.emplace_back(kMapSelection, map_section.Take());
-  lap("selection coding");
-  OctreeModel rm = OctreeModelOf(h.version, start.residual);
-  if (train) rm.end = train->residual.data();
-  size_t decoded = rep->selected_voxels + (use_split ? split_cells : gap_only_cells);
-  DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m), params.intensity,
-                                     kResidualGeometry, kResidualIntensity, rm, &h, &decoded));
-  for (auto& section : (use_split ? split : gap_only).sections) {
-    h.sections.push_back(std::move(section));
-  }
-  lap("octree coding");
+  h.sections.emplace_back(kMapSelection, std::move(selection_section));
+  for (auto& section : cell_sections.sections) h.sections.push_back(std::move(section));
+  const size_t decoded = rep->selected_voxels + cell_count;
   // Priors training codes the map's own frames only for the end states of the models above.
   if (!train) {
     h.sections.emplace_back(kFill, EncodeFill(cand, pairs, pts, marks.point_nearest, decoded,

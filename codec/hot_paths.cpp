@@ -99,7 +99,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       [[maybe_unused]] const VoxelHash* index,
                       const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
                       double bound2, double select2, std::vector<uint8_t>* explained,
-                      CandidateMarks* marks) {
+                      CandidateMarks* marks, int threads) {
   explained->assign(pts.size(), 0);
   for (std::vector<uint8_t>* m : {&marks->nearest, &marks->close, &marks->within}) {
     m->assign(candidate_sensor.size(), 0);
@@ -123,19 +123,36 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                                    std::to_string(nb));
   }
   const float* sensor = Floats(candidate_sensor);
+  // A candidate near two runs' points is marked by both: each run past the first marks its own
+  // copies, ORed into the caller's after. Per point, every run writes its own points only.
+  const int runs = std::max(threads, 1);
+  std::vector<CandidateMarks> own(size_t(runs - 1));
+  for (CandidateMarks& m : own) {
+    for (std::vector<uint8_t>* v : {&m.nearest, &m.close, &m.within}) {
+      v->assign(candidate_sensor.size(), 0);
+    }
+  }
   ForEachPointNeighbourhood(
-      pts, T_map_sensor, *grid, voxel_m, nb, [&](uint32_t i, const std::vector<int32_t>& near) {
+      pts, T_map_sensor, *grid, voxel_m, nb, runs,
+      [&](int r, uint32_t i, const std::vector<int32_t>& near) {
+        CandidateMarks& m = r == 0 ? *marks : own[size_t(r - 1)];
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         int32_t best = -1, second = -1;
         double best_d2 = bound2, second_d2 = bound2;
-        kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2,
-                            marks->within.data(), marks->close.data(), &best, &best_d2, &second,
-                            &second_d2);
-        if (best >= 0) marks->nearest[size_t(best)] = 1;
+        kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2, m.within.data(),
+                            m.close.data(), &best, &best_d2, &second, &second_d2);
+        if (best >= 0) m.nearest[size_t(best)] = 1;
         (*explained)[i] = best >= 0;
         marks->point_nearest[i] = best;
         marks->point_second[i] = second;
       });
+  for (const CandidateMarks& m : own) {
+    for (size_t j = 0; j < candidate_sensor.size(); ++j) {
+      marks->nearest[j] |= m.nearest[j];
+      marks->close[j] |= m.close[j];
+      marks->within[j] |= m.within[j];
+    }
+  }
   return Status::Ok();
 }
 
@@ -143,7 +160,7 @@ Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& p
                           const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                           [[maybe_unused]] const VoxelHash* index,
                           const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m,
-                          int nb, double bound2, std::vector<uint8_t>* near) {
+                          int nb, double bound2, std::vector<uint8_t>* near, int threads) {
   near->assign(pts.size(), 0);
   if (backend == Backend::kCuda) {
 #ifdef DEJAVIEW_HAVE_CUDA
@@ -160,19 +177,22 @@ Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& p
                                    std::to_string(nb));
   }
   const float* sensor = Floats(candidate_sensor);
-  // Neighbouring points are mostly near the same candidate: the last one found is tried first.
-  int32_t last_hit = -1;
+  // Neighbouring points are mostly near the same candidate: the last one found (by the run) is
+  // tried first.
+  std::vector<int32_t> last_hit(size_t(std::max(threads, 1)), -1);
   ForEachPointNeighbourhood(
-      pts, T_map_sensor, *grid, voxel_m, nb, [&](uint32_t i, const std::vector<int32_t>& around) {
+      pts, T_map_sensor, *grid, voxel_m, nb, threads,
+      [&](int r, uint32_t i, const std::vector<int32_t>& around) {
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-        if (last_hit >= 0 && kernels::Explains(sensor, last_hit, p, bound2)) {
+        int32_t& last = last_hit[size_t(r)];
+        if (last >= 0 && kernels::Explains(sensor, last, p, bound2)) {
           (*near)[i] = 1;
           return;
         }
         for (int32_t j : around) {
           if (kernels::Explains(sensor, j, p, bound2)) {
             (*near)[i] = 1;
-            last_hit = j;
+            last = j;
             return;
           }
         }

@@ -31,22 +31,23 @@ Status IndexKeys(Backend backend, const std::vector<maps::MapVoxel>& voxels, Vox
 // x, y, z of each voxel's key, for a SortedGrid.
 std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels);
 
-// The CPU's look-up around frame points: visit(i, near) for each point pts[i] (sensor frame) with
-// the indices of the voxels within nb <= grid.max_nb() voxels per axis of T_map_sensor pts[i]'s
-// voxel, in (dx, dy, dz) order; points whose neighbourhood holds no voxel, or leaves the key
-// range, are skipped. grid: the voxels' keys (VoxelKeys), sorted, not hashed (sorted_grid.h);
-// each distinct voxel is gathered once.
+// The CPU's look-up around frame points: visit(r, i, near) for each point pts[i] (sensor frame)
+// with the indices of the voxels within nb <= grid.max_nb() voxels per axis of T_map_sensor
+// pts[i]'s voxel, in (dx, dy, dz) order; points whose neighbourhood holds no voxel, or leaves the
+// key range, are skipped. grid: the voxels' keys (VoxelKeys), sorted, not hashed (sorted_grid.h);
+// each distinct voxel is gathered once. The points are visited in up to `threads` runs r at once
+// (SortedGrid::ForEachQueryInRuns).
 template <typename Visit>
 void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
                                const kernels::Rigid& T_map_sensor, const SortedGrid& grid,
-                               double voxel_m, int nb, Visit&& visit) {
+                               double voxel_m, int nb, int threads, Visit&& visit) {
   std::vector<int32_t> keys(3 * pts.size());
   std::vector<uint8_t> fits(pts.size());
   for (size_t i = 0; i < pts.size(); ++i) {
     const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
     fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
   }
-  grid.ForEachQuery(keys, fits, nb, visit);
+  grid.ForEachQueryInRuns(keys, fits, nb, threads, visit);
 }
 
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
@@ -56,22 +57,23 @@ void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
 // every one within sqrt(select2) <= sqrt(bound2) marks->close[j] = 1 (the marks are sized to the
 // candidates and cleared first). The CPU finds the candidates around a point in `grid`, a
 // SortedGrid of their voxels' keys with max_nb >= nb, the CUDA backend in their hash, `index`;
-// each backend may leave the other's null.
+// each backend may leave the other's null. The CPU splits the points over up to `threads` threads
+// and gives the same marks with any number.
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                       const VoxelHash* index, const std::vector<Eigen::Vector3f>& candidate_sensor,
                       double voxel_m, int nb, double bound2, double select2,
-                      std::vector<uint8_t>* explained, CandidateMarks* marks);
+                      std::vector<uint8_t>* explained, CandidateMarks* marks, int threads = 1);
 
 // Encode's first gap test, for the points ClassifyPoints left unexplained: near[i] = 1 when some
 // candidate whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor pts[i] has
 // its representative within sqrt(bound2) of pts[i]. An existence test, free of order: both
-// backends give the same marks by construction. grid / index as for ClassifyPoints.
+// backends give the same marks by construction. grid / index / threads as for ClassifyPoints.
 Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                           const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                           const VoxelHash* index,
                           const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m,
-                          int nb, double bound2, std::vector<uint8_t>* near);
+                          int nb, double bound2, std::vector<uint8_t>* near, int threads = 1);
 
 // DeriveCandidates' projection: each voxel's representative in the sensor frame (as float, as
 // the decoder emits it), its range, its cell in `grid` (-1 outside), and per cell the nearest

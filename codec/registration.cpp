@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "dejaview/base/fork_join.h"
 #include "hot_paths.h"
 
 namespace dv::codec {
@@ -179,7 +180,7 @@ struct RegistrationMap {
 };
 
 StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame, RegistrationMap* m,
-                                      const Pose& prior) {
+                                      const Pose& prior, int threads) {
   RegistrationResult result;
   result.T_map_sensor = prior;
   if (m->c.voxels.empty()) return result;
@@ -188,8 +189,10 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
   std::vector<Patch>& patches = m->patches;
   const CorrespondenceSearch* search = m->search.get();
   const Candidates& c = m->c;
-  const std::vector<Eigen::Vector3d> coarse_source = Subsample(frame, kSourceVoxelM, 800);
-  const std::vector<Eigen::Vector3d> fine_source = Subsample(frame, kFineSourceVoxelM, 1000);
+  std::vector<Eigen::Vector3d> coarse_source, fine_source;
+  RunBoth(
+      threads > 1, [&] { coarse_source = Subsample(frame, kSourceVoxelM, 800); },
+      [&] { fine_source = Subsample(frame, kFineSourceVoxelM, 1000); });
   std::vector<int32_t> best;
   Pose T = prior;
   const double res = c.resolution_m;
@@ -267,12 +270,12 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
                                            Backend backend) {
   DV_ASSIGN_OR_RETURN(const std::unique_ptr<RegistrationMap> m,
                       RegistrationMap::Build(c, backend, 1));
-  return Register(frame, m.get(), prior);
+  return Register(frame, m.get(), prior, 1);
 }
 
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
                                            maps::RouteMap* map, const Pose& prior, double radius_m,
-                                           Backend backend, int grid_nb) {
+                                           Backend backend, int grid_nb, int threads) {
   const double res = map->resolution_m();
   const maps::VoxelKey centre = maps::KeyOf(prior.translation(), res);
   const int reach = BallReach(radius_m, res);
@@ -290,7 +293,7 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
     m = built.get();
     slot = std::shared_ptr<RegistrationMap>(std::move(built));
   }
-  return Register(frame, m, prior);
+  return Register(frame, m, prior, threads);
 }
 
 KeptBall KeptRegistrationBall(maps::RouteMap* map) {

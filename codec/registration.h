@@ -37,11 +37,12 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
 // radius_m, which only matches near the ball's edge can reach.
 // On the CPU it also keeps a SortedGrid of the ball's keys with max_nb >= grid_nb, which its
 // fine stage searches and the encoder's classification takes its grid from (KeptBall).
+// Up to `threads` threads search correspondences; the result is the same with any number.
 constexpr double kRegistrationReuseM = 10.0;
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
                                            maps::RouteMap* map, const Pose& T_map_sensor_prior,
                                            double radius_m, Backend backend = Backend::kCpu,
-                                           int grid_nb = 1);
+                                           int grid_nb = 1, int threads = 1);
 
 // What RegisterFrame with this map keeps: the ball's candidates (voxels only) and, on the CPU,
 // the grid of their keys. Nulls before the first such call.

@@ -15,7 +15,7 @@ namespace dv::cli {
 int RunEncode(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"map", "out", "tolerance", "residual-precision", "gap-factor",
-                           "select-factor", "map-budget-mb", "pose", "backend"},
+                           "select-factor", "map-budget-mb", "pose", "backend", "threads"},
                           {"no-intensity", "json", "help"});
   if (!args.ok()) return Fail("encode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
@@ -23,13 +23,14 @@ int RunEncode(int argc, char** argv) {
         "usage: dejaview encode DRIVE --map MAPDIR --out DELTADIR --tolerance T\n"
         "       dejaview encode FRAME.bin [--map MAPDIR --pose \"12 numbers\"] --out FILE.dvd\n"
         "  [--residual-precision P] [--gap-factor G] [--select-factor S] [--no-intensity]\n"
-        "  [--map-budget-mb MB] [--backend cpu|cuda] [--json]\n"
+        "  [--map-budget-mb MB] [--backend cpu|cuda] [--threads N] [--json]\n"
         "  Every decoded point lies within T metres of an original point and every original\n"
         "  point within T of a decoded one. Without --map frames are coded intra. The prior pose\n"
         "  of each frame is DRIVE/poses_prior.txt when present, else DRIVE/poses.txt. Points the\n"
         "  map does not explain are coded within P, except those within G*T of a map point\n"
         "  (coded within T; G 0 codes them all within P). Each explained point is stood for by\n"
-        "  its nearest map voxel and every map voxel within S*T of it (S in [0, 1]).\n");
+        "  its nearest map voxel and every map voxel within S*T of it (S in [0, 1]). N threads\n"
+        "  share each frame's work (default 1); the bytes are the same with any N.\n");
     return args->Has("help") ? kOk : kUsage;
   }
   codec::EncoderParams params;
@@ -46,6 +47,13 @@ int RunEncode(int argc, char** argv) {
   params.residual_precision_m = *rp;
   params.gap_factor = *gap;
   params.intensity = !args->Has("no-intensity");
+  auto threads = args->GetInt("threads", params.threads);
+  if (!threads.ok()) return Fail("encode", threads.status());
+  if (*threads < 1 || *threads > codec::kMaxEncoderThreads) {
+    return Fail("encode", Status::InvalidArgument("--threads must be in [1, " +
+                                                  std::to_string(codec::kMaxEncoderThreads) + "]"));
+  }
+  params.threads = int(*threads);
   auto backend = codec::ParseBackend(args->Get("backend", "cpu"));
   if (!backend.ok()) return Fail("encode", backend.status());
   params.backend = *backend;

@@ -50,6 +50,7 @@ vehicle: veh-7
 sensors: [{id: 0, topic: lidar/top}, {id: 1, topic: lidar/rear}]
 spool: {dir: /tmp/x, budget_kb: 65536, segment_kb: 1024, sync: every_record}
 upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:00", window_end_utc: "06:30", bandwidth_bytes_per_s: 1000000}
+frame_threads: 3
 )",
                             "agent.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -61,6 +62,8 @@ upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:0
   EXPECT_EQ(c->upload.window_start_min, 22 * 60);
   EXPECT_EQ(c->upload.window_end_min, 6 * 60 + 30);
   EXPECT_EQ(c->encoder_backend, codec::Backend::kCpu);
+  EXPECT_EQ(c->frame_threads, 3);
+  EXPECT_EQ(c->encoder_threads, 1);
 
   const std::pair<const char*, const char*> bad[] = {
       {"vehicle: v\nspool: {dir: /x}\nfrobnicate: 1\n", "frobnicate: unknown key"},
@@ -74,6 +77,7 @@ upload: {endpoint: "tcp://h:1", window: 8, gate: window, window_start_utc: "22:0
       {"vehicle: [unclosed\n", "not YAML"},
       {"vehicle: v\nspool: {dir: /x}\nencoder_backend: tpu\n",
        "encoder_backend: backend: 'tpu' is not cpu or cuda"},
+      {"vehicle: v\nspool: {dir: /x}\nframe_threads: 0\n", "frame_threads: 1 to 64"},
   };
   for (const auto& [text, expect] : bad) {
     auto r = ParseAgentConfig(text, "agent.yaml");

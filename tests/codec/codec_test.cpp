@@ -213,6 +213,12 @@ TEST(Codec, RejectsBadParameters) {
     EXPECT_NE(bad.status().message().find("select_factor"), std::string::npos) << f;
   }
   p.select_factor = 0.6;
+  for (int threads : {0, -2, kMaxEncoderThreads + 1}) {
+    p.threads = threads;
+    auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
+    EXPECT_NE(bad.status().message().find("threads"), std::string::npos) << threads;
+  }
+  p.threads = 1;
   PointCloud far;
   far.push_back(Eigen::Vector3f(0, 0, 0), 0);
   far.push_back(Eigen::Vector3f(1e6f, 0, 0), 0);
@@ -637,6 +643,43 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
   }
 }
 
+// Split over threads, the classification and the first gap test mark exactly what one thread
+// marks: the candidates runs share are ORed, each point is written by its own run.
+TEST_F(StreetMap, ClassificationOnThreadsMarksWhatOneThreadMarks) {
+  const Pose truth = test::StreetPose(2);
+  const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
+  ASSERT_GT(frame.size(), 3 * SortedGrid::kMinRun) << "too few points to split into runs";
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
+  const SortedGrid grid(VoxelKeys(cand.voxels), 2, 0);
+  const kernels::Rigid T = RigidOf(truth.linear(), truth.translation());
+  std::vector<uint8_t> explained[2], near[2];
+  CandidateMarks marks[2];
+  const int threads[2] = {1, 3};
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 1,
+                               bound * bound, select * select, &explained[k], &marks[k], threads[k])
+                    .ok());
+    // The gap test on every point, at twice the bound: two voxels around.
+    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 2,
+                                   4 * bound * bound, &near[k], threads[k])
+                    .ok());
+  }
+  EXPECT_EQ(explained[0], explained[1]);
+  EXPECT_EQ(marks[0].nearest, marks[1].nearest);
+  EXPECT_EQ(marks[0].close, marks[1].close);
+  EXPECT_EQ(marks[0].within, marks[1].within);
+  EXPECT_EQ(marks[0].point_nearest, marks[1].point_nearest);
+  EXPECT_EQ(marks[0].point_second, marks[1].point_second);
+  EXPECT_EQ(near[0], near[1]);
+  const size_t n_explained = size_t(std::count(explained[0].begin(), explained[0].end(), 1));
+  EXPECT_GT(n_explained, frame.size() / 2);
+  EXPECT_LT(n_explained, frame.size()) << "the car is not explained";
+  EXPECT_GT(std::count(near[0].begin(), near[0].end(), 1),
+            std::count(near[0].begin(), near[0].end(), 0));
+}
+
 // The encoder leaves close free bits (within the selection radius of a point, no point's nearest)
 // out where their models favour 0 and selects no other free bit; whatever it chooses, the decoder
 // reads the same bits, every nearest is selected and nothing outside every point's bound is.
@@ -849,6 +892,14 @@ TEST_F(StreetMap, EncodingIsDeterministicAndDecodingBitExact) {
   auto db = RoundTrip(frame, test::StreetPose(1), {}, map_.get(), &rep, &b);
   ASSERT_TRUE(da.ok() && db.ok());
   EXPECT_EQ(a, b);
+  // Threads share the frame's work, not its bytes.
+  for (int threads : {2, 5}) {
+    EncoderParams p;
+    p.threads = threads;
+    auto threaded = Encode(frame, test::StreetPose(1), {7, 123, 1}, p, map_.get());
+    ASSERT_TRUE(threaded.ok()) << threaded.status().ToString();
+    EXPECT_EQ(*threaded, a) << threads << " threads";
+  }
   ASSERT_EQ(da->cloud.size(), db->cloud.size());
   EXPECT_EQ(0, std::memcmp(da->cloud.xyz.data(), db->cloud.xyz.data(),
                            da->cloud.size() * sizeof(Eigen::Vector3f)));
@@ -938,6 +989,11 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     auto dec = RoundTrip(frame, prior, p, c.with_map ? map.get() : nullptr, &rep, &bytes);
     ASSERT_TRUE(dec.ok()) << dec.status().ToString();
     EXPECT_EQ(dec->intra, !c.with_map);
+    // Threads share the frame's work, not its bytes.
+    p.threads = 3;
+    auto threaded = Encode(frame, prior, {7, 123, 1}, p, c.with_map ? map.get() : nullptr);
+    ASSERT_TRUE(threaded.ok()) << threaded.status().ToString();
+    EXPECT_EQ(*threaded, bytes) << "3 threads, tolerance " << c.tol;
     const bench::FrameError e = bench::CompareFrames(frame.xyz, dec->cloud.xyz);
     EXPECT_LE(e.hausdorff_m(), c.tol) << "tolerance " << c.tol;
     if (c.with_map && c.tol >= 0.2) {

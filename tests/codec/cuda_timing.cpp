@@ -1,8 +1,10 @@
 // Timing table of the encoder's hot paths, CPU vs CUDA (scripts/gpu.sh; a program, not a test:
 // nothing here asserts a time). As issue 11's protocol: map from the even frames of a KITTI
 // sequence at resolution T, the odd frames encoded at tolerance T, here with a decimetre-off
-// prior; medians over the frames, wall-clock milliseconds.
-//   cuda_timing SEQDIR [tolerance_m]
+// prior; medians over the frames, wall-clock milliseconds. With a thread count N > 1, a further
+// column encodes on the CPU with N threads (EncoderParams::threads), frame by frame alternating
+// with the others, so that the columns share the machine's moods.
+//   cuda_timing SEQDIR [tolerance_m [N]]
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -57,10 +59,11 @@ struct Times {
 int main(int argc, char** argv) {
   RetainFreedMemory();  // as the agent and the CLI: freed heap stays for the next frame
   if (argc < 2) {
-    std::fprintf(stderr, "usage: cuda_timing SEQDIR [tolerance_m]\n");
+    std::fprintf(stderr, "usage: cuda_timing SEQDIR [tolerance_m [encoder threads]]\n");
     return 2;
   }
   const double tol = argc > 2 ? std::atof(argv[2]) : 0.2;
+  const int threads = argc > 3 ? std::atoi(argv[3]) : 1;
   auto drive = OpenDrive(argv[1]);
   Check(drive.status());
   const std::string mapdir = std::filesystem::temp_directory_path() / "cuda_timing_map";
@@ -72,10 +75,16 @@ int main(int argc, char** argv) {
   auto map = maps::OpenMap(mapdir, 0);
   Check(map.status());
   const Status cuda = CheckBackend(Backend::kCuda);
-  std::vector<Backend> backends = {Backend::kCpu};
-  if (cuda.ok()) backends.push_back(Backend::kCuda);
+  struct Column {
+    Backend backend;
+    int threads;
+    std::string name;
+  };
+  std::vector<Column> columns = {{Backend::kCpu, 1, "cpu"}};
+  if (cuda.ok()) columns.push_back({Backend::kCuda, 1, "cuda"});
+  if (threads > 1) columns.push_back({Backend::kCpu, threads, "cpu x" + std::to_string(threads)});
 
-  Times t[2];
+  std::vector<Times> t(columns.size());
   size_t frames = 0, identical = 0;
   bool warm = false;
   for (size_t i = 1; i < drive->size(); i += 2) {
@@ -106,12 +115,13 @@ int main(int argc, char** argv) {
     const kernels::Rigid T = RigidOf(R, tr);
     const int nb = int(std::ceil((tol - 1e-4) / tol));
     const double bound2 = (tol - 1e-4) * (tol - 1e-4);
-    std::vector<uint8_t> bytes[2];
-    for (size_t b = 0; b < backends.size(); ++b) {
-      const Backend be = backends[b];
+    std::vector<std::vector<uint8_t>> bytes(columns.size());
+    for (size_t b = 0; b < columns.size(); ++b) {
+      const Backend be = columns[b].backend;
       EncoderParams p;
       p.tolerance_m = tol;
       p.backend = be;
+      p.threads = columns[b].threads;
       // The first CUDA call creates the context: not a per-frame cost.
       if (be == Backend::kCuda && !warm) {
         Check(Encode(*cloud, prior, {i, 0, 0}, p, map->get()).status());
@@ -151,12 +161,29 @@ int main(int argc, char** argv) {
       }
     }
     ++frames;
-    identical += backends.size() == 2 && bytes[0] == bytes[1];
+    identical +=
+        std::all_of(bytes.begin(), bytes.end(), [&](const auto& x) { return x == bytes[0]; });
   }
 
   std::printf("%s: %zu frames, tolerance %.2f m, medians in ms (wall clock)\n", argv[1], frames,
               tol);
-  std::printf("%-34s %10s %10s %9s\n", "hot path", "cpu", "cuda", "speed-up");
+  std::printf("%-40s", "hot path");
+  for (const Column& c : columns) std::printf(" %10s", c.name.c_str());
+  std::printf("\n");
+  auto row = [&](const std::string& name,
+                 const std::function<const std::vector<double>*(size_t)>& v) {
+    std::printf("%-40s", name.c_str());
+    for (size_t b = 0; b < columns.size(); ++b) {
+      const std::vector<double>* x = v(b);
+      if (x && !x->empty()) {
+        std::printf(" %10.2f", Median(*x));
+      } else {
+        std::printf(" %10s", "-");
+      }
+    }
+    std::printf("\n");
+  };
+  // The standalone hot paths run single-threaded in every column.
   const struct {
     const char* name;
     std::vector<double> Times::*v;
@@ -164,30 +191,28 @@ int main(int argc, char** argv) {
               {"classification (all points)", &Times::classify},
               {"correspondences (13 iterations)", &Times::correspond},
               {"Encode, whole frame", &Times::encode}};
-  for (const auto& r : rows) {
-    const double c = Median(t[0].*r.v);
-    if (cuda.ok()) {
-      const double g = Median(t[1].*r.v);
-      std::printf("%-34s %10.2f %10.2f %8.1fx\n", r.name, c, g, g > 0 ? c / g : 0.0);
-    } else {
-      std::printf("%-34s %10.2f %10s %9s\n", r.name, c, "-", "-");
+  for (const auto& r : rows) row(r.name, [&](size_t b) { return &(t[b].*r.v); });
+  // Encode's own stages: what the backend moved, and what stays on the CPU; with threads, some
+  // run side by side and are timed as one.
+  std::vector<std::string> names;
+  for (const Times& x : t) {
+    for (const auto& st : x.stages) {
+      if (std::find(names.begin(), names.end(), st.first) == names.end()) names.push_back(st.first);
     }
   }
-  // Encode's own stages: what the backend moved, and what stays on the CPU.
-  for (size_t k = 0; k < t[0].stages.size(); ++k) {
-    const std::string name = "  " + t[0].stages[k].first;
-    const double c = Median(t[0].stages[k].second);
-    if (cuda.ok() && k < t[1].stages.size()) {
-      const double g = Median(t[1].stages[k].second);
-      std::printf("%-34s %10.2f %10.2f %8.1fx\n", name.c_str(), c, g, g > 0 ? c / g : 0.0);
-    } else {
-      std::printf("%-34s %10.2f %10s %9s\n", name.c_str(), c, "-", "-");
-    }
+  for (const std::string& name : names) {
+    row("  " + name, [&](size_t b) -> const std::vector<double>* {
+      for (const auto& st : t[b].stages) {
+        if (st.first == name) return &st.second;
+      }
+      return nullptr;
+    });
   }
-  if (cuda.ok()) {
-    std::printf("bitstreams identical (cpu vs cuda): %zu of %zu frames\n", identical, frames);
-    return identical == frames ? 0 : 1;
+  if (columns.size() > 1) {
+    std::printf("bitstreams identical (every column): %zu of %zu frames\n", identical, frames);
+    if (identical != frames) return 1;
   }
+  if (cuda.ok()) return 0;
   std::printf("cuda: %s\n", cuda.message().c_str());
   return 0;
 }

@@ -177,5 +177,46 @@ TEST(MarkNearCandidates, MarksAPointExactlyWhenACandidateIsWithinTheBound) {
       "near candidates: the CPU needs a sorted grid of max_nb >= 2");
 }
 
+// Cut into runs on threads of their own, a pass visits every query once, with the items one pass
+// lists for it, each run a contiguous stretch of the key order.
+TEST(SortedGrid, RunsOnThreadsListWhatOnePassLists) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> k(-60, 60);
+  std::vector<int32_t> items, queries;
+  for (int i = 0; i < 20000; ++i) items.insert(items.end(), {k(rng), k(rng), k(rng) / 4});
+  const size_t n = 5 * SortedGrid::kMinRun;
+  for (size_t i = 0; i < n; ++i) queries.insert(queries.end(), {k(rng), k(rng), k(rng) / 4});
+  std::vector<uint8_t> valid(n, 1);
+  for (size_t i = 0; i < n; i += 7) valid[i] = 0;
+  const SortedGrid grid(items, 1, 0);
+  std::vector<std::vector<int32_t>> one(n);
+  std::vector<int> once(n, 0);
+  grid.ForEachQuery(queries, valid, 1, [&](uint32_t i, const std::vector<int32_t>& got) {
+    one[i] = got;
+    ++once[i];
+  });
+  for (int runs : {2, 3, 64}) {
+    std::vector<std::vector<int32_t>> split(n);
+    std::vector<int> visits(n, 0), run_of(n, -1);
+    grid.ForEachQueryInRuns(queries, valid, 1, runs,
+                            [&](int r, uint32_t i, const std::vector<int32_t>& got) {
+                              split[i] = got;
+                              ++visits[i];
+                              run_of[i] = r;
+                            });
+    EXPECT_EQ(visits, once) << runs << " runs";
+    EXPECT_EQ(split, one) << runs << " runs";
+    // Runs follow the key order: no query of a later run sorts before one of an earlier run.
+    const SortedGrid::Queries sorted = grid.Sort(queries, valid, 1);
+    int last = 0;
+    for (uint32_t i : sorted.index) {
+      ASSERT_GE(run_of[i], last) << "query " << i;
+      last = run_of[i];
+    }
+    // At most one run per kMinRun queries: 64 asked for, 4 or 5 given.
+    EXPECT_EQ(last + 1, std::min<int>(runs, int(sorted.index.size() / SortedGrid::kMinRun)));
+  }
+}
+
 }  // namespace
 }  // namespace dv::codec

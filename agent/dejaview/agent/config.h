@@ -70,7 +70,10 @@ struct AgentConfig {
   // cuda needs a build with -DDEJAVIEW_CUDA=ON and a device; the agent refuses to start
   // otherwise rather than silently encode on the CPU (docs/vehicle-compute.md).
   codec::Backend encoder_backend = codec::Backend::kCpu;
+  // Frames encoded at once, each by up to frame_threads threads (codec::EncoderParams::threads:
+  // a frame's latency falls, its bytes stay the same).
   int encoder_threads = 1;
+  int frame_threads = 1;
   int queue_frames = 8;
   transport::SpoolOptions spool;
   UploadConfig upload;

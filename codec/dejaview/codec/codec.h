@@ -50,7 +50,11 @@ struct EncoderParams {
   // smaller of the two is kept.
   double min_explained_fraction = 0.5;
   Backend backend = Backend::kCpu;
+  // Threads one frame's encoding may use (the CPU's hot paths split their points; selection and
+  // cell coding run side by side). The bytes are the same with any number. In [1, 64].
+  int threads = 1;
 };
+constexpr int kMaxEncoderThreads = 64;
 
 struct FrameInfo {
   uint64_t sequence = 0;
