@@ -992,15 +992,14 @@ StatusOr<DecodedFrame> DecodeHeader(const uint8_t* data, size_t size) {
   return out;
 }
 
-StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map) {
+StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map, int threads) {
   Header h;
   std::vector<ParsedSection> sections;
   DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
   DV_ASSIGN_OR_RETURN(DecodedFrame out, DecodeHeader(data, size));
   const bool intensity = out.intensity;
   ModelStates priors;  // read once the map is known to be the frame's (version 7)
-  auto cells = [&](uint8_t gid, uint8_t iid, double step_m, uint8_t source,
-                   CellCloud* c) -> Status {
+  auto decode_cells = [&](uint8_t gid, uint8_t iid, double step_m, CellCloud* c) -> Status {
     static const std::vector<BitModel> kNone;
     const std::vector<BitModel>& start = gid == kResidualGeometry  ? priors.residual
                                          : gid == kGapGeometry     ? priors.gap
@@ -1012,16 +1011,15 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     if (intensity && !in) {
       return Status::Corruption(std::string("delta: missing section ") + SectionName(iid));
     }
-    DV_RETURN_IF_ERROR(DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0,
-                                   step_m, intensity, OctreeModelOf(h.version, start),
-                                   kMaxPointsPerFrame, c)
-                           .WithContext(std::string("delta: section ") + SectionName(gid)));
-    AppendCells(*c, intensity, source, &out);
-    return Status::Ok();
+    return DecodeCells(g->data, g->size, in ? in->data : nullptr, in ? in->size : 0, step_m,
+                       intensity, OctreeModelOf(h.version, start), kMaxPointsPerFrame, c)
+        .WithContext(std::string("delta: section ") + SectionName(gid));
   };
   if (out.intra) {
     CellCloud c;
-    DV_RETURN_IF_ERROR(cells(kIntraGeometry, kIntraIntensity, CellStep(out.tolerance_m), 1, &c));
+    DV_RETURN_IF_ERROR(
+        decode_cells(kIntraGeometry, kIntraIntensity, CellStep(out.tolerance_m), &c));
+    AppendCells(c, intensity, 1, &out);
     return out;
   }
   if (map == nullptr) {
@@ -1039,38 +1037,54 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   if (!r.Varint(&radius_dm) || radius_dm > 100000) {
     return Status::Corruption("delta: bad candidate radius in the map section");
   }
-  Candidates cand;
-  DV_RETURN_IF_ERROR(DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
-                                      &cand, kCandidateProjection));
-  std::vector<uint8_t> selected;
-  std::vector<SelectedPair> pairs;
   if (h.version >= kVersionPriors)
     DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("delta"));
-  DV_RETURN_IF_ERROR(DecodeSelection(cand, r.position(), r.remaining(),
+  // The cell sections (residual, gap, surface) need neither the candidates nor the selection:
+  // with threads they are decoded beside them. Errors are reported in the order one thread meets
+  // them: the selection's first.
+  Candidates cand;
+  std::vector<uint8_t> selected;
+  std::vector<SelectedPair> pairs;
+  Status selection_read;
+  auto read_selection = [&] {
+    selection_read = DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
+                                      &cand, kCandidateProjection);
+    if (!selection_read.ok()) return;
+    selection_read = DecodeSelection(cand, r.position(), r.remaining(),
                                      SelectionModelOf(h.version, priors.selection), &selected,
                                      h.version >= kVersionFill ? &pairs : nullptr)
-                         .WithContext("delta"));
+                         .WithContext("delta");
+  };
+  CellCloud residual, gap, surface;
+  Status cells_read;
+  auto read_cells = [&] {
+    cells_read = decode_cells(kResidualGeometry, kResidualIntensity,
+                              CellStep(out.residual_precision_m), &residual);
+    if (cells_read.ok() && h.version >= kVersionGap) {
+      cells_read = decode_cells(kGapGeometry, kGapIntensity, CellStep(out.tolerance_m), &gap);
+    }
+    if (cells_read.ok() && h.version >= kVersionSurface) {
+      cells_read =
+          decode_cells(kSurfaceGeometry, kSurfaceIntensity, SurfaceStep(out.tolerance_m), &surface);
+    }
+  };
+  RunBoth(threads > 1, read_selection, read_cells);
+  DV_RETURN_IF_ERROR(selection_read);
+  DV_RETURN_IF_ERROR(cells_read);
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!selected[i]) continue;
     out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);
     out.source.push_back(0);
   }
-  CellCloud c;
-  DV_RETURN_IF_ERROR(
-      cells(kResidualGeometry, kResidualIntensity, CellStep(out.residual_precision_m), 1, &c));
-  if (h.version >= kVersionGap) {
-    DV_RETURN_IF_ERROR(cells(kGapGeometry, kGapIntensity, CellStep(out.tolerance_m), 2, &c));
-  }
-  if (h.version >= kVersionSurface) {
-    const size_t first = out.cloud.size();
-    DV_RETURN_IF_ERROR(
-        cells(kSurfaceGeometry, kSurfaceIntensity, SurfaceStep(out.tolerance_m), 2, &c));
-    if (!c.centres.empty()) {
-      const SurfaceProfile profile(cand, c.centres);
-      for (size_t i = first; i < out.cloud.size(); ++i) {
-        if (!profile.HeightAt(i - first, &out.cloud.xyz[i].z())) {
-          return Status::Corruption("delta: section surface: a cell off the map's profile");
-        }
+  AppendCells(residual, intensity, 1, &out);
+  AppendCells(gap, intensity, 2, &out);
+  const size_t first = out.cloud.size();
+  AppendCells(surface, intensity, 2, &out);
+  if (!surface.centres.empty()) {
+    const SurfaceProfile profile(cand, surface.centres);
+    for (size_t i = first; i < out.cloud.size(); ++i) {
+      if (!profile.HeightAt(i - first, &out.cloud.xyz[i].z())) {
+        return Status::Corruption("delta: section surface: a cell off the map's profile");
       }
     }
   }

@@ -11,14 +11,23 @@
 namespace dv::cli {
 
 int RunDecode(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, {"map", "out", "map-budget-mb"}, {"help"});
+  auto args = Args::Parse(argc, argv, {"map", "out", "map-budget-mb", "threads"}, {"help"});
   if (!args.ok()) return Fail("decode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
         "usage: dejaview decode DELTADIR --map MAPDIR --out OUTDRIVE\n"
         "       dejaview decode FILE.dvd [--map MAPDIR] --out FRAME.bin\n"
-        "  writes OUTDRIVE/velodyne/<frame>.bin (x, y, z, intensity) and OUTDRIVE/poses.txt\n");
+        "  [--threads N]\n"
+        "  writes OUTDRIVE/velodyne/<frame>.bin (x, y, z, intensity) and OUTDRIVE/poses.txt;\n"
+        "  N threads share each frame's decoding (default 1), the frames are the same with any "
+        "N\n");
     return args->Has("help") ? kOk : kUsage;
+  }
+  auto threads = args->GetInt("threads", 1);
+  if (!threads.ok()) return Fail("decode", threads.status());
+  if (*threads < 1 || *threads > codec::kMaxEncoderThreads) {
+    return Fail("decode", Status::InvalidArgument("--threads must be in [1, " +
+                                                  std::to_string(codec::kMaxEncoderThreads) + "]"));
   }
   auto map = OpenMapArg(*args);
   if (!map.ok()) return Fail("decode", map.status());
@@ -37,7 +46,7 @@ int RunDecode(int argc, char** argv) {
     const std::string& f = (*files)[k];
     auto bytes = ReadFileBytes(f, uint64_t(1) << 28);
     if (!bytes.ok()) return Fail("decode", bytes.status());
-    auto frame = codec::Decode(bytes->data(), bytes->size(), map->get());
+    auto frame = codec::Decode(bytes->data(), bytes->size(), map->get(), int(*threads));
     if (!frame.ok()) return Fail("decode", frame.status().WithContext(f));
     const std::string stem = std::filesystem::path(f).stem().string();
     Status s = WriteKittiBin(single ? out : out + "/velodyne/" + stem + ".bin", frame->cloud);

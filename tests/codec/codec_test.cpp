@@ -265,6 +265,10 @@ class StreetMap : public ::testing::Test {
     if (what.find("only valid") != std::string::npos) {
       EXPECT_FALSE(DecodeHeader(b.data(), b.size()).ok());
     }
+    // Sections decoded side by side report what one thread reports.
+    auto threaded = Decode(b.data(), b.size(), map_.get(), 2);
+    ASSERT_FALSE(threaded.ok()) << what;
+    EXPECT_EQ(threaded.status().message(), d.status().message());
   }
   // Section `name` (id) first appeared in delta format `version`: a delta frame relabelled
   // version - 1 and an intra frame given `body` as that section are both refused.
@@ -899,6 +903,11 @@ TEST_F(StreetMap, EncodingIsDeterministicAndDecodingBitExact) {
     auto threaded = Encode(frame, test::StreetPose(1), {7, 123, 1}, p, map_.get());
     ASSERT_TRUE(threaded.ok()) << threaded.status().ToString();
     EXPECT_EQ(*threaded, a) << threads << " threads";
+    auto decoded = Decode(a.data(), a.size(), map_.get(), threads);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(decoded->cloud.xyz, da->cloud.xyz) << threads << " threads";
+    EXPECT_EQ(decoded->cloud.intensity, da->cloud.intensity) << threads << " threads";
+    EXPECT_EQ(decoded->source, da->source) << threads << " threads";
   }
   ASSERT_EQ(da->cloud.size(), db->cloud.size());
   EXPECT_EQ(0, std::memcmp(da->cloud.xyz.data(), db->cloud.xyz.data(),
@@ -994,6 +1003,10 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     auto threaded = Encode(frame, prior, {7, 123, 1}, p, c.with_map ? map.get() : nullptr);
     ASSERT_TRUE(threaded.ok()) << threaded.status().ToString();
     EXPECT_EQ(*threaded, bytes) << "3 threads, tolerance " << c.tol;
+    auto decoded = Decode(bytes.data(), bytes.size(), c.with_map ? map.get() : nullptr, 3);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(decoded->cloud.xyz, dec->cloud.xyz) << "3 threads, tolerance " << c.tol;
+    EXPECT_EQ(decoded->source, dec->source) << "3 threads, tolerance " << c.tol;
     const bench::FrameError e = bench::CompareFrames(frame.xyz, dec->cloud.xyz);
     EXPECT_LE(e.hausdorff_m(), c.tol) << "tolerance " << c.tol;
     if (c.with_map && c.tol >= 0.2) {

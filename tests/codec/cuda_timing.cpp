@@ -49,7 +49,7 @@ void Check(const Status& s) {
 
 // The work of one frame's hot paths, as Encode runs them, on one backend.
 struct Times {
-  std::vector<double> project, classify, correspond, encode;
+  std::vector<double> project, classify, correspond, encode, decode;
   // Encode's stages (EncodeReport::stage_ms), in the order of the first frame.
   std::vector<std::pair<std::string, std::vector<double>>> stages;
 };
@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
     const int nb = int(std::ceil((tol - 1e-4) / tol));
     const double bound2 = (tol - 1e-4) * (tol - 1e-4);
     std::vector<std::vector<uint8_t>> bytes(columns.size());
+    std::vector<std::vector<Eigen::Vector3f>> decoded(columns.size());
     for (size_t b = 0; b < columns.size(); ++b) {
       const Backend be = columns[b].backend;
       EncoderParams p;
@@ -155,6 +156,13 @@ int main(int argc, char** argv) {
         Check(enc.status());
         bytes[b] = std::move(*enc);
       }));
+      // Decoding has no CUDA path: the CUDA column decodes on the CPU, one thread.
+      StatusOr<DecodedFrame> dec = Status::Ok();
+      t[b].decode.push_back(Ms([&] {
+        dec = Decode(bytes[b].data(), bytes[b].size(), map->get(), columns[b].threads);
+        Check(dec.status());
+      }));
+      decoded[b] = std::move(dec->cloud.xyz);
       for (size_t k = 0; k < rep.stage_ms.size(); ++k) {
         if (k == t[b].stages.size()) t[b].stages.push_back({rep.stage_ms[k].first, {}});
         t[b].stages[k].second.push_back(rep.stage_ms[k].second);
@@ -162,7 +170,8 @@ int main(int argc, char** argv) {
     }
     ++frames;
     identical +=
-        std::all_of(bytes.begin(), bytes.end(), [&](const auto& x) { return x == bytes[0]; });
+        std::all_of(bytes.begin(), bytes.end(), [&](const auto& x) { return x == bytes[0]; }) &&
+        std::all_of(decoded.begin(), decoded.end(), [&](const auto& x) { return x == decoded[0]; });
   }
 
   std::printf("%s: %zu frames, tolerance %.2f m, medians in ms (wall clock)\n", argv[1], frames,
@@ -190,7 +199,8 @@ int main(int argc, char** argv) {
   } rows[] = {{"candidate projection (90 m ball)", &Times::project},
               {"classification (all points)", &Times::classify},
               {"correspondences (13 iterations)", &Times::correspond},
-              {"Encode, whole frame", &Times::encode}};
+              {"Encode, whole frame", &Times::encode},
+              {"Decode, whole frame", &Times::decode}};
   for (const auto& r : rows) row(r.name, [&](size_t b) { return &(t[b].*r.v); });
   // Encode's own stages: what the backend moved, and what stays on the CPU; with threads, some
   // run side by side and are timed as one.
@@ -209,7 +219,8 @@ int main(int argc, char** argv) {
     });
   }
   if (columns.size() > 1) {
-    std::printf("bitstreams identical (every column): %zu of %zu frames\n", identical, frames);
+    std::printf("bitstreams and decoded points identical (every column): %zu of %zu frames\n",
+                identical, frames);
     if (identical != frames) return 1;
   }
   if (cuda.ok()) return 0;

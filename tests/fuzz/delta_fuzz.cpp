@@ -1,6 +1,6 @@
 // Delta container and every section decoder on arbitrary bytes: against no map (intra frames)
 // and against a small synthetic map built once, without and with codec priors, so the map-section
-// decoder is reached in both of its starts.
+// decoder is reached in both of its starts; on one thread and on two, which must agree.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -36,6 +36,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        {static_cast<dv::maps::RouteMap*>(nullptr), FuzzMap(false), FuzzMap(true)}) {
     auto frame = dv::codec::Decode(data, size, map);
     if (frame.ok() && frame->cloud.size() != frame->source.size()) __builtin_trap();
+    // Sections decoded side by side: the same frame, or the same error.
+    auto threaded = dv::codec::Decode(data, size, map, 2);
+    if (threaded.ok() != frame.ok()) __builtin_trap();
+    if (frame.ok() && threaded->cloud.xyz != frame->cloud.xyz) __builtin_trap();
+    if (!frame.ok() && threaded.status().message() != frame.status().message()) __builtin_trap();
   }
   (void)dv::codec::DecodeHeader(data, size);
   return 0;

@@ -102,7 +102,10 @@ struct DecodedFrame {
 };
 
 // map may be null for intra frames; a delta frame needs the map version it was coded against.
-StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map);
+// With threads > 1 the cell sections are decoded beside the map selection: the same frame, the
+// same errors.
+StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map,
+                              int threads = 1);
 
 // The map's codec priors (maps::RouteMap::codec_priors, docs/map-format.md): the states of the
 // models of the map, residual, gap and surface sections after coding frames of the map's own
