@@ -773,6 +773,8 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   const bool parallel = params.threads > 1;
   std::vector<uint8_t> selected, selection_section;
   std::vector<SelectedPair> pairs;
+  // Priors training codes the map's own frames only for the end states of the models: no fill.
+  std::unique_ptr<FillEncoder> fill;
   auto code_selection = [&] {
     ByteWriter map_section;
     map_section.Varint(radius_dm);
@@ -783,6 +785,10 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     map_section.Bytes(bits.data(), bits.size());
     selection_section = map_section.Take();
     if (!parallel) lap("selection coding");
+    if (!train) {
+      fill = std::make_unique<FillEncoder>(cand, pairs, pts, marks.point_nearest, tol - kMarginM);
+      if (!parallel) lap("fill order and index");
+    }
   };
   Header cell_sections;  // residual, then the gap class's
   size_t cell_count = 0;
@@ -803,7 +809,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     if (params.gap_factor > 0) {
       DV_RETURN_IF_ERROR(MarkNearCandidates(params.backend, unexplained, RigidOf(R, t), grid.get(),
                                             &cand.index, cand.sensor, res, gap_nb, gap_m * gap_m,
-                                            &near_map));
+                                            &near_map, std::max(params.threads - 1, 1)));
       MarkOnMapSurface(unexplained, cand, gap_m, &near_map);
     }
     std::vector<Eigen::Vector3f> residual, gap;
@@ -898,9 +904,8 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   for (auto& section : cell_sections.sections) h.sections.push_back(std::move(section));
   const size_t decoded = rep->selected_voxels + cell_count;
   // Priors training codes the map's own frames only for the end states of the models above.
-  if (!train) {
-    h.sections.emplace_back(kFill, EncodeFill(cand, pairs, pts, marks.point_nearest, decoded,
-                                              tol - kMarginM, &rep->fill_points));
+  if (fill) {
+    h.sections.emplace_back(kFill, fill->Encode(decoded, &rep->fill_points));
     lap("fill");
   }
   std::vector<uint8_t> bytes = WriteContainer(h);

@@ -14,10 +14,9 @@ namespace {
 // last bin.
 constexpr int kRangeBins = 1 << 14;
 
-}  // namespace
-
-std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
-                                size_t budget) {
+// The midpoints in their order (FillOrder's first part), for any budget.
+std::vector<uint32_t> SortMidpoints(const Candidates& cand,
+                                    const std::vector<SelectedPair>& pairs) {
   if (pairs.size() >= (size_t(1) << 30)) return {};  // beyond any frame: no fill, on both sides
   const double limit = kFillPairFactor * cand.resolution_m;
   const float limit2 = float(limit * limit);
@@ -42,51 +41,55 @@ std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<Select
   const size_t mids = start[kRangeBins];
   std::vector<uint32_t> order(pairs.size());
   for (size_t k = 0; k < pairs.size(); ++k) order[start[bin[k]]++] = uint32_t(k) << 2;
-  // Where the budget exceeds the midpoints (T >= 0.3 on KITTI), the quarter points of the same
-  // pairs follow, in the same order.
-  order.resize(budget > mids ? 3 * mids : mids);
-  if (budget > mids) {
-    for (size_t e = 0; e < mids; ++e) {
-      order[mids + 2 * e] = order[e] | 1;
-      order[mids + 2 * e + 1] = order[e] | 2;
-    }
+  order.resize(mids);
+  return order;
+}
+
+// FillOrder's second part: where the budget exceeds the midpoints (T >= 0.3 on KITTI), the
+// quarter points of the same pairs follow, in the same order.
+std::vector<uint32_t> WithQuarterPoints(std::vector<uint32_t> order, size_t budget) {
+  const size_t mids = order.size();
+  if (budget <= mids) return order;
+  order.resize(3 * mids);
+  for (size_t e = 0; e < mids; ++e) {
+    order[mids + 2 * e] = order[e] | 1;
+    order[mids + 2 * e + 1] = order[e] | 2;
   }
   return order;
 }
 
-std::vector<uint8_t> EncodeFill(const Candidates& cand, const std::vector<SelectedPair>& pairs,
-                                const std::vector<Eigen::Vector3f>& points,
-                                const std::vector<int32_t>& point_nearest, size_t decoded,
-                                double bound_m, size_t* added) {
-  ByteWriter w;
-  w.Varint(points.size());
-  *added = 0;
-  if (points.size() <= decoded) return w.Take();
-  const size_t budget = points.size() - decoded;
-  const std::vector<uint32_t> order = FillOrder(cand, pairs, budget);
-  if (order.empty()) return w.Take();
-  const double bound2 = bound_m * bound_m;
-  // veto[k]: no original point within bound_m of fill point k. First looked for among the points
-  // whose nearest candidate is one of the pair's two voxels (CSR lists by candidate), which finds
-  // one for about nine in ten; the rest as below.
+}  // namespace
+
+std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
+                                size_t budget) {
+  return WithQuarterPoints(SortMidpoints(cand, pairs), budget);
+}
+
+FillEncoder::FillEncoder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
+                         const std::vector<Eigen::Vector3f>& points,
+                         const std::vector<int32_t>& point_nearest, double bound_m)
+    : cand_(cand),
+      pairs_(pairs),
+      points_(points),
+      bound2_(bound_m * bound_m),
+      inv_(1.0 / bound_m),
+      order_(SortMidpoints(cand, pairs)) {
+  // A fill point's original point within bound_m is first looked for among the points whose
+  // nearest candidate is one of its pair's two voxels (CSR lists by candidate), which finds one
+  // for about nine in ten; the rest as below.
   const size_t n = cand.voxels.size();
-  std::vector<uint32_t> start(n + 1, 0), list(points.size());
+  own_start_.assign(n + 1, 0);
+  own_list_.resize(points.size());
   for (int32_t c : point_nearest) {
-    if (c >= 0) ++start[size_t(c) + 1];
+    if (c >= 0) ++own_start_[size_t(c) + 1];
   }
-  for (size_t c = 0; c < n; ++c) start[c + 1] += start[c];
+  for (size_t c = 0; c < n; ++c) own_start_[c + 1] += own_start_[c];
   {
-    std::vector<uint32_t> at(start.begin(), start.end() - 1);
+    std::vector<uint32_t> at(own_start_.begin(), own_start_.end() - 1);
     for (size_t i = 0; i < point_nearest.size(); ++i) {
-      if (point_nearest[i] >= 0) list[at[size_t(point_nearest[i])]++] = uint32_t(i);
+      if (point_nearest[i] >= 0) own_list_[at[size_t(point_nearest[i])]++] = uint32_t(i);
     }
   }
-  auto near = [&](uint32_t c, const Eigen::Vector3d& m) {
-    for (uint32_t k = start[c]; k < start[c + 1]; ++k) {
-      if ((points[list[k]].cast<double>() - m).squaredNorm() <= bound2) return true;
-    }
-    return false;
-  };
   // The rest are looked for among every original point, bucketed by a hash of its cell of side
   // bound_m (a counting sort): the 27 cells around a fill point hold every point within bound_m
   // of it, and their buckets hold those cells' points (and, where cells collide, others, which
@@ -96,64 +99,83 @@ std::vector<uint8_t> EncodeFill(const Candidates& cand, const std::vector<Select
   // (each lies between two candidates) and stay out, so keys stay small.
   float reach = 0;
   for (const Eigen::Vector3f& p : cand.sensor) reach = std::max(reach, p.cwiseAbs().maxCoeff());
-  const double far = double(reach) + 2 * bound_m;
-  const double inv = 1.0 / bound_m;
+  far_ = double(reach) + 2 * bound_m;
   size_t buckets = 16;
   while (buckets < points.size()) buckets <<= 1;
-  const uint32_t mask = uint32_t(buckets - 1);
-  auto cell = [&](const Eigen::Vector3f& p, int32_t* k) {
-    for (int a = 0; a < 3; ++a) k[a] = int32_t(std::floor(double(p[a]) * inv));
-  };
-  auto bucket = [&](int32_t x, int32_t y, int32_t z) {
-    return (uint32_t(x) * 73856093u ^ uint32_t(y) * 19349663u ^ uint32_t(z) * 83492791u) & mask;
-  };
+  mask_ = uint32_t(buckets - 1);
   constexpr uint32_t kOut = UINT32_MAX;
-  std::vector<uint32_t> point_bucket(points.size(), kOut), first(buckets + 1, 0);
+  std::vector<uint32_t> point_bucket(points.size(), kOut);
+  first_.assign(buckets + 1, 0);
   for (size_t i = 0; i < points.size(); ++i) {
-    if (!(points[i].cwiseAbs().maxCoeff() <= far)) continue;
+    if (!(points[i].cwiseAbs().maxCoeff() <= far_)) continue;
     int32_t k[3];
-    cell(points[i], k);
-    point_bucket[i] = bucket(k[0], k[1], k[2]);
-    ++first[point_bucket[i] + 1];
+    Cell(points[i], k);
+    point_bucket[i] = Bucket(k[0], k[1], k[2]);
+    ++first_[point_bucket[i] + 1];
   }
-  for (size_t b = 0; b < buckets; ++b) first[b + 1] += first[b];
-  std::vector<uint32_t> in_bucket(first[buckets]);
-  {
-    std::vector<uint32_t> at(first.begin(), first.end() - 1);
-    for (size_t i = 0; i < points.size(); ++i) {
-      if (point_bucket[i] != kOut) in_bucket[at[point_bucket[i]]++] = uint32_t(i);
-    }
+  for (size_t b = 0; b < buckets; ++b) first_[b + 1] += first_[b];
+  in_bucket_.resize(first_[buckets]);
+  std::vector<uint32_t> at(first_.begin(), first_.end() - 1);
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (point_bucket[i] != kOut) in_bucket_[at[point_bucket[i]]++] = uint32_t(i);
   }
-  auto near_any = [&](const Eigen::Vector3f& mf) {
-    const Eigen::Vector3d m = mf.cast<double>();
-    int32_t k[3];
-    cell(mf, k);
-    for (int32_t dx = -1; dx <= 1; ++dx) {
-      for (int32_t dy = -1; dy <= 1; ++dy) {
-        for (int32_t dz = -1; dz <= 1; ++dz) {
-          const uint32_t b = bucket(k[0] + dx, k[1] + dy, k[2] + dz);
-          for (uint32_t e = first[b]; e < first[b + 1]; ++e) {
-            if ((points[in_bucket[e]].cast<double>() - m).squaredNorm() <= bound2) return true;
-          }
+}
+
+void FillEncoder::Cell(const Eigen::Vector3f& p, int32_t* k) const {
+  for (int a = 0; a < 3; ++a) k[a] = int32_t(std::floor(double(p[a]) * inv_));
+}
+
+uint32_t FillEncoder::Bucket(int32_t x, int32_t y, int32_t z) const {
+  return (uint32_t(x) * 73856093u ^ uint32_t(y) * 19349663u ^ uint32_t(z) * 83492791u) & mask_;
+}
+
+bool FillEncoder::NearOwn(uint32_t c, const Eigen::Vector3d& m) const {
+  for (uint32_t k = own_start_[c]; k < own_start_[c + 1]; ++k) {
+    if ((points_[own_list_[k]].cast<double>() - m).squaredNorm() <= bound2_) return true;
+  }
+  return false;
+}
+
+bool FillEncoder::NearAny(const Eigen::Vector3f& mf) const {
+  if (!(mf.cwiseAbs().maxCoeff() <= far_)) return false;
+  const Eigen::Vector3d m = mf.cast<double>();
+  int32_t k[3];
+  Cell(mf, k);
+  for (int32_t dx = -1; dx <= 1; ++dx) {
+    for (int32_t dy = -1; dy <= 1; ++dy) {
+      for (int32_t dz = -1; dz <= 1; ++dz) {
+        const uint32_t b = Bucket(k[0] + dx, k[1] + dy, k[2] + dz);
+        for (uint32_t e = first_[b]; e < first_[b + 1]; ++e) {
+          if ((points_[in_bucket_[e]].cast<double>() - m).squaredNorm() <= bound2_) return true;
         }
       }
     }
-    return false;
-  };
+  }
+  return false;
+}
+
+std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
+  ByteWriter w;
+  w.Varint(points_.size());
+  *added = 0;
+  if (points_.size() <= decoded) return w.Take();
+  const size_t budget = points_.size() - decoded;
+  const std::vector<uint32_t> order = WithQuarterPoints(order_, budget);
+  if (order.empty()) return w.Take();
   // Checked up to where the budget is met: past it the decoder reads no more bits.
   std::vector<uint8_t> veto(order.size(), 1);
   for (size_t k = 0, free = 0; k < order.size() && free < budget; ++k) {
-    const SelectedPair& pr = pairs[order[k] >> 2];
-    const Eigen::Vector3f m = FillPoint(cand, pr, order[k] & 3);
-    const bool kept = near(pr.later, m.cast<double>()) || near(pr.earlier, m.cast<double>()) ||
-                      (m.cwiseAbs().maxCoeff() <= far && near_any(m));
+    const SelectedPair& pr = pairs_[order[k] >> 2];
+    const Eigen::Vector3f m = FillPoint(cand_, pr, order[k] & 3);
+    const bool kept =
+        NearOwn(pr.later, m.cast<double>()) || NearOwn(pr.earlier, m.cast<double>()) || NearAny(m);
     veto[k] = !kept;
     free += kept;
   }
   RangeEncoder rc(Adaptation::kCounted);
   BitModel models[kFillModels];
   for (size_t k = 0; k < order.size() && *added < budget; ++k) {
-    rc.Encode(&models[FillContext(cand, pairs[order[k] >> 2], order[k] & 3)], veto[k]);
+    rc.Encode(&models[FillContext(cand_, pairs_[order[k] >> 2], order[k] & 3)], veto[k]);
     *added += veto[k] == 0;
   }
   const std::vector<uint8_t> bits = rc.Finish();

@@ -58,13 +58,35 @@ inline int FillContext(const Candidates& cand, const SelectedPair& pair, uint32_
 std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
                                 size_t budget);
 
-// Encoder: the fill section's body for a frame of `points` (its original points, sensor frame)
-// whose other sections decode to `decoded` points; every midpoint it lets through has an original
-// point within bound_m. *added receives how many the decoder will add.
-std::vector<uint8_t> EncodeFill(const Candidates& cand, const std::vector<SelectedPair>& pairs,
-                                const std::vector<Eigen::Vector3f>& points,
-                                const std::vector<int32_t>& point_nearest, size_t decoded,
-                                double bound_m, size_t* added);
+// Encoder, in two steps. The constructor does what needs only the classification and the
+// selection: the midpoints' order, and the frame's original points (sensor frame) indexed by
+// their nearest candidate (point_nearest) and by cell, where a fill point looks for one within
+// bound_m. Encode, once the other sections are known to decode to `decoded` points, writes the
+// section's body: every fill point it lets through has an original point within bound_m, and
+// *added receives how many the decoder will add. With threads the first step runs beside the
+// cell coding (codec.cpp).
+class FillEncoder {
+ public:
+  FillEncoder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
+              const std::vector<Eigen::Vector3f>& points, const std::vector<int32_t>& point_nearest,
+              double bound_m);
+  std::vector<uint8_t> Encode(size_t decoded, size_t* added) const;
+
+ private:
+  bool NearOwn(uint32_t c, const Eigen::Vector3d& m) const;
+  bool NearAny(const Eigen::Vector3f& m) const;
+  void Cell(const Eigen::Vector3f& p, int32_t* k) const;
+  uint32_t Bucket(int32_t x, int32_t y, int32_t z) const;
+
+  const Candidates& cand_;
+  const std::vector<SelectedPair>& pairs_;
+  const std::vector<Eigen::Vector3f>& points_;
+  double bound2_, inv_, far_;
+  std::vector<uint32_t> order_;                 // FillOrder's midpoints
+  std::vector<uint32_t> own_start_, own_list_;  // points by nearest candidate (CSR)
+  uint32_t mask_ = 0;
+  std::vector<uint32_t> first_, in_bucket_;  // points by bucket of their cell (CSR)
+};
 
 // Decoder: reads the fill section and appends its points to *cloud, which holds the points the
 // other sections decoded (intensity: the mean of the two voxels', when coded); *added receives
