@@ -737,7 +737,8 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   Candidates cand;
   std::vector<int32_t> to_cand;
   DV_RETURN_IF_ERROR(DeriveCandidatesWithin(map, ball.candidates, R, t, radius_m, &cand, &to_cand,
-                                            hashed | kCandidateProjection, params.backend));
+                                            hashed | kCandidateProjection, params.backend,
+                                            params.threads));
   std::unique_ptr<SortedGrid> grid;
   if (params.backend == Backend::kCpu) {
     if (!to_cand.empty() && ball.grid && ball.grid->max_nb() >= grid_nb) {
@@ -1053,7 +1054,7 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   Status selection_read;
   auto read_selection = [&] {
     selection_read = DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10,
-                                      &cand, kCandidateProjection);
+                                      &cand, kCandidateProjection, Backend::kCpu, threads);
     if (!selection_read.ok()) return;
     selection_read = DecodeSelection(cand, r.position(), r.remaining(),
                                      SelectionModelOf(h.version, priors.selection), &selected,

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "dejaview/base/fork_join.h"
+
 #ifdef DEJAVIEW_HAVE_CUDA
 #include "cuda/cuda_hot_paths.h"
 #endif
@@ -318,7 +320,7 @@ void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const ke
 
 Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& voxels, double voxel_m,
                          const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
-                         const kernels::AngularGrid& grid, Projection* out) {
+                         const kernels::AngularGrid& grid, Projection* out, int threads) {
   const size_t n = voxels.size();
   out->sensor.resize(n);
   out->range.resize(n);
@@ -335,8 +337,15 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
   }
   // Projected first, the nearest per cell after: two loops measured 0.3 ms less per decoded frame
   // than one (codec_eval, 00, T = 0.1).
-  ProjectCpu(voxels.data(), n, voxel_m, T, grid, CpuHasAvx2(), Floats(out->sensor),
-             out->range.data(), out->cell.data());
+  // Voxel by voxel: runs of them on threads of their own give the same bits.
+  const bool avx2 = CpuHasAvx2();
+  const int runs = int(std::max<size_t>(1, std::min(size_t(std::max(threads, 1)), n / 16384)));
+  ForkJoin(runs, [&](int r) {
+    const size_t begin = n * size_t(r) / size_t(runs), end = n * size_t(r + 1) / size_t(runs);
+    ProjectCpu(voxels.data() + begin, end - begin, voxel_m, T, grid, avx2,
+               Floats(out->sensor) + 3 * begin, out->range.data() + begin,
+               out->cell.data() + begin);
+  });
   for (size_t i = 0; i < n; ++i) {
     const int32_t c = out->cell[i];
     if (c >= 0) out->nearest[size_t(c)] = std::min(out->nearest[size_t(c)], out->range[i]);

@@ -84,9 +84,10 @@ struct Projection {
   std::vector<int32_t> cell;
   std::vector<double> nearest;
 };
+// The CPU splits the voxels over up to `threads` threads.
 Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& voxels, double voxel_m,
                          const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
-                         const kernels::AngularGrid& grid, Projection* out);
+                         const kernels::AngularGrid& grid, Projection* out, int threads = 1);
 
 // The CPU loop of ProjectCandidates over voxels[0, n): kernels::Project voxel by voxel, or, with
 // avx2 (on a CPU that has it, CpuHasAvx2), the same IEEE operations in the same order four voxels

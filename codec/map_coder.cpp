@@ -205,15 +205,16 @@ bool BallHolds(const Candidates& c, const maps::VoxelKey& centre, int reach) {
 }
 
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
-                        double radius_m, Candidates* out, unsigned parts, Backend backend) {
+                        double radius_m, Candidates* out, unsigned parts, Backend backend,
+                        int threads) {
   std::vector<int32_t> kept;
-  return DeriveCandidatesWithin(map, nullptr, R, t, radius_m, out, &kept, parts, backend);
+  return DeriveCandidatesWithin(map, nullptr, R, t, radius_m, out, &kept, parts, backend, threads);
 }
 
 Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
                               const Eigen::Matrix3d& R, const Eigen::Vector3d& t, double radius_m,
                               Candidates* out, std::vector<int32_t>* kept, unsigned parts,
-                              Backend backend) {
+                              Backend backend, int threads) {
   const bool with_index = (parts & kCandidateIndex) != 0;
   const double res = map->resolution_m();
   out->resolution_m = res;
@@ -257,7 +258,7 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
   out->context.resize(count);
   Projection proj;
   DV_RETURN_IF_ERROR(ProjectCandidates(backend, out->voxels, res, R, t,
-                                       {kCols, kRows, kElevMin, kElevMax}, &proj));
+                                       {kCols, kRows, kElevMin, kElevMax}, &proj, threads));
   out->sensor = std::move(proj.sensor);
   const std::vector<double>& range = proj.range;
   out->cell = std::move(proj.cell);

@@ -52,12 +52,13 @@ Eigen::Matrix3d RotationOf(const Eigen::Vector4d& wxyz);
 
 // Candidates: map voxels with |key - key(sensor)| <= ceil(radius / resolution) + 1 voxels.
 // `parts` says what to fill beyond voxels: the decoder never looks a key up, and registration
-// needs neither the sensor-frame positions nor the contexts.
+// needs neither the sensor-frame positions nor the contexts. The projection runs on up to
+// `threads` threads, with the same result.
 enum CandidateParts : unsigned { kCandidateIndex = 1, kCandidateProjection = 2 };
 Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor,
                         const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
                         unsigned parts = kCandidateIndex | kCandidateProjection,
-                        Backend backend = Backend::kCpu);
+                        Backend backend = Backend::kCpu, int threads = 1);
 // The same, taken from `around` (candidates of another ball, voxels only read; may be null)
 // where its ball holds this one: its voxels in its order that fall in this ball, which are this
 // ball's map voxels in canonical order, without reading the map. *kept[i] is then the index here
@@ -68,7 +69,7 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
                               const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
                               std::vector<int32_t>* kept,
                               unsigned parts = kCandidateIndex | kCandidateProjection,
-                              Backend backend = Backend::kCpu);
+                              Backend backend = Backend::kCpu, int threads = 1);
 // Whether the ball of keys within `reach` of `centre` lies inside the ball c's voxels came from
 // (the triangle inequality on integer keys: exact).
 bool BallHolds(const Candidates& c, const maps::VoxelKey& centre, int reach);

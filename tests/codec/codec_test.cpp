@@ -836,6 +836,16 @@ TEST_F(StreetMap, ProjectionMatchesTheBranchyDefinitionBitForBit) {
   }
   EXPECT_EQ(quadrants.size(), 4u);
   EXPECT_GE(outside, 2u);
+  // On threads, runs of voxels: the same bits.
+  ASSERT_GT(voxels.size(), 2 * 16384u) << "too few voxels to split";
+  Projection threaded;
+  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
+                                T.translation(), g, &threaded, 3)
+                  .ok());
+  EXPECT_EQ(threaded.sensor, proj.sensor);
+  EXPECT_EQ(threaded.range, proj.range);
+  EXPECT_EQ(threaded.cell, proj.cell);
+  EXPECT_EQ(threaded.nearest, proj.nearest);
 }
 
 // The CPU projects four voxels at a time with AVX2 where it can; a frame must decode alike where
