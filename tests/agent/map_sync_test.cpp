@@ -448,7 +448,9 @@ TEST(MapSyncSystem, AgentSwitchesMidDriveAndEveryFrameDecodesWithItsOwnVersion) 
         << "\"\nspool: {dir: " << dir << "/spool, sync: every_record}\nupload: {endpoint: \""
         << test::ReadTrimmed(dir + "/server.port")
         << "\", timeout_ms: 2000}\nmap_sync: {enabled: true, root: " << dir
-        << "/agent-maps, interval_ms: 50, chunk_kb: 64}\nmetrics_listen: 127.0.0.1:0\n";
+        << "/agent-maps, interval_ms: 50, chunk_kb: 64}\nmetrics_listen: 127.0.0.1:0\n"
+        // Each frame encoded on two threads: what the server decodes must be the same frames.
+        << "frame_threads: 2\n";
   }
   test::Process agent({DEJAVIEW_AGENT_BIN, "--config", dir + "/agent.yaml", "--exit-when-drained",
                        "--metrics-port-file", dir + "/agent.port"},
