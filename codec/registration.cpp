@@ -3,8 +3,11 @@
 #include <Eigen/Cholesky>
 #include <Eigen/Eigenvalues>
 #include <Eigen/Geometry>
+#include <atomic>
 #include <cmath>
 #include <memory>
+#include <system_error>
+#include <thread>
 
 #include "dejaview/base/fork_join.h"
 #include "hot_paths.h"
@@ -179,6 +182,67 @@ struct RegistrationMap {
   }
 };
 
+// A second thread for registration's correspondence searches: each iteration it searches the
+// second half of the source while the caller searches the first. A search is 0.3-1 ms (1-2 k
+// points); a thread started per search cost as much as it saved (0.1 ms to start and join here),
+// so this one lives for the frame's registration and waits for work spinning, with a yield.
+class SearchHelper {
+ public:
+  explicit SearchHelper(const CorrespondenceSearch* search)
+      : search_(search), thread_([this] { Loop(); }) {}
+  ~SearchHelper() {
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+  SearchHelper(const SearchHelper&) = delete;
+  SearchHelper& operator=(const SearchHelper&) = delete;
+
+  void Start(const std::vector<Eigen::Vector3d>* source, const kernels::Rigid& T, bool fine,
+             double max_d2) {
+    source_ = source;
+    T_ = T;
+    fine_ = fine;
+    max_d2_ = max_d2;
+    posted_.store(posted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+  // Waits for the search Start posted; *best: its result, valid until the next Start.
+  Status Wait(const std::vector<int32_t>** best) {
+    const uint64_t want = posted_.load(std::memory_order_relaxed);
+    while (done_.load(std::memory_order_acquire) != want) std::this_thread::yield();
+    *best = &best_;
+    return status_;
+  }
+
+ private:
+  void Loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      uint64_t posted;
+      while ((posted = posted_.load(std::memory_order_acquire)) == seen) {
+        if (stop_.load(std::memory_order_acquire)) return;
+        std::this_thread::yield();
+      }
+      seen = posted;
+      status_ = search_->Find(*source_, T_, fine_, max_d2_, &best_);
+      done_.store(seen, std::memory_order_release);
+    }
+  }
+
+  const CorrespondenceSearch* search_;
+  const std::vector<Eigen::Vector3d>* source_ = nullptr;
+  kernels::Rigid T_{};
+  bool fine_ = false;
+  double max_d2_ = 0;
+  std::vector<int32_t> best_;
+  Status status_;
+  std::atomic<uint64_t> posted_{0}, done_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: it starts once the rest is constructed
+};
+
+// Below this many source points a search is not split.
+constexpr size_t kMinSplitSource = 1024;
+
 StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame, RegistrationMap* m,
                                       const Pose& prior, int threads) {
   RegistrationResult result;
@@ -193,6 +257,24 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
   RunBoth(
       threads > 1, [&] { coarse_source = Subsample(frame, kSourceVoxelM, 800); },
       [&] { fine_source = Subsample(frame, kFineSourceVoxelM, 1000); });
+  // With threads, each source in two halves (the first and the second part, so that the sums
+  // below see the correspondences in source order), the second searched by the helper.
+  std::vector<Eigen::Vector3d> halves[2][2];  // [fine][half]
+  std::unique_ptr<SearchHelper> helper;
+  if (threads > 1 && m->backend == Backend::kCpu &&
+      std::min(coarse_source.size(), fine_source.size()) >= kMinSplitSource) {
+    for (int f = 0; f < 2; ++f) {
+      const std::vector<Eigen::Vector3d>& s = f ? fine_source : coarse_source;
+      const auto middle = s.begin() + std::ptrdiff_t(s.size() / 2);
+      halves[f][0].assign(s.begin(), middle);
+      halves[f][1].assign(middle, s.end());
+    }
+    try {
+      helper = std::make_unique<SearchHelper>(search);
+    } catch (const std::system_error&) {
+      // No thread to be had: the caller searches alone, with the same result.
+    }
+  }
   std::vector<int32_t> best;
   Pose T = prior;
   const double res = c.resolution_m;
@@ -212,7 +294,17 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
     size_t used[2] = {0, 0};
     const std::vector<Eigen::Vector3d>& source = fine ? fine_source : coarse_source;
     const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
-    DV_RETURN_IF_ERROR(search->Find(source, T_k, fine, max_dist * max_dist, &best));
+    if (helper) {
+      helper->Start(&halves[fine][1], T_k, fine, max_dist * max_dist);
+      const Status own = search->Find(halves[fine][0], T_k, fine, max_dist * max_dist, &best);
+      const std::vector<int32_t>* rest = nullptr;
+      const Status theirs = helper->Wait(&rest);
+      DV_RETURN_IF_ERROR(own);
+      DV_RETURN_IF_ERROR(theirs);
+      best.insert(best.end(), rest->begin(), rest->end());
+    } else {
+      DV_RETURN_IF_ERROR(search->Find(source, T_k, fine, max_dist * max_dist, &best));
+    }
     // The sums run on the CPU in source order, whichever backend found the correspondences.
     for (size_t s = 0; s < source.size(); ++s) {
       const int32_t best_i = best[s];

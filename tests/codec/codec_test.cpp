@@ -1077,6 +1077,16 @@ TEST(Codec, KittiRegistrationCorrectsDecimetresAndDegrees) {
         const Pose err = truth.inverse() * reg->T_map_sensor;
         EXPECT_LT(TranslationNorm(err), 0.05) << "frame " << i << " sign " << sign;
         EXPECT_LT(RotationAngleRad(err), 0.25 * M_PI / 180) << "frame " << i << " sign " << sign;
+        // With a second thread searching half of each source (a KITTI frame's subsamples are
+        // large enough to split), the same pose to the last bit.
+        if (sign > 0) {
+          auto on_one = RegisterFrame(frame.xyz, map.get(), prior, 85, Backend::kCpu, 1, 1);
+          auto on_two = RegisterFrame(frame.xyz, map.get(), prior, 85, Backend::kCpu, 1, 2);
+          ASSERT_TRUE(on_one.ok() && on_two.ok());
+          EXPECT_TRUE(on_one->T_map_sensor.matrix() == on_two->T_map_sensor.matrix())
+              << "frame " << i;
+          EXPECT_EQ(on_one->correspondences, on_two->correspondences) << "frame " << i;
+        }
       }
     }
   }
