@@ -195,7 +195,9 @@ TEST_F(System, LinkCutAndServerKilledSpoolGrowsThenDrains) {
   Config c;
   c.drive = MakeDrive(dir_, n, 1500);
   c.spool = dir_ + "/spool";
-  c.rate_hz = 100;
+  // 3.75 s of source: frames must still be coming when the server is killed, or the spool cannot
+  // grow. At 100 Hz (1.5 s) a slow run under TSan had spooled the last frame before the kill.
+  c.rate_hz = 40;
   c.sync = "group_commit";
   zmq::context_t ctx(1);
   zmq::socket_t link(ctx, zmq::socket_type::pub);
