@@ -339,7 +339,8 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
   // than one (codec_eval, 00, T = 0.1).
   // Voxel by voxel: runs of them on threads of their own give the same bits.
   const bool avx2 = CpuHasAvx2();
-  const int runs = int(std::max<size_t>(1, std::min(size_t(std::max(threads, 1)), n / 16384)));
+  const int runs =
+      int(std::max<size_t>(1, std::min(size_t(std::max(threads, 1)), n / kMinProjectRun)));
   ForkJoin(runs, [&](int r) {
     const size_t begin = n * size_t(r) / size_t(runs), end = n * size_t(r + 1) / size_t(runs);
     ProjectCpu(voxels.data() + begin, end - begin, voxel_m, T, grid, avx2,

@@ -84,7 +84,9 @@ struct Projection {
   std::vector<int32_t> cell;
   std::vector<double> nearest;
 };
-// The CPU splits the voxels over up to `threads` threads.
+// The CPU splits the voxels over up to `threads` threads, in runs of at least kMinProjectRun: a
+// shorter run projects in less time than a thread takes to start (0.1 ms here).
+constexpr size_t kMinProjectRun = 65536;
 Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& voxels, double voxel_m,
                          const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
                          const kernels::AngularGrid& grid, Projection* out, int threads = 1);

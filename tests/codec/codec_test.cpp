@@ -836,8 +836,13 @@ TEST_F(StreetMap, ProjectionMatchesTheBranchyDefinitionBitForBit) {
   }
   EXPECT_EQ(quadrants.size(), 4u);
   EXPECT_GE(outside, 2u);
-  // On threads, runs of voxels: the same bits.
-  ASSERT_GT(voxels.size(), 2 * 16384u) << "too few voxels to split";
+  // On threads, runs of voxels: the same bits (the street's voxels repeated until there are
+  // enough to split three ways).
+  const size_t street = voxels.size();
+  while (voxels.size() < 3 * kMinProjectRun) voxels.push_back(voxels[voxels.size() % street]);
+  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
+                                T.translation(), g, &proj)
+                  .ok());
   Projection threaded;
   ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
                                 T.translation(), g, &threaded, 3)

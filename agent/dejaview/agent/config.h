@@ -71,7 +71,8 @@ struct AgentConfig {
   // otherwise rather than silently encode on the CPU (docs/vehicle-compute.md).
   codec::Backend encoder_backend = codec::Backend::kCpu;
   // Frames encoded at once, each by up to frame_threads threads (codec::EncoderParams::threads:
-  // a frame's latency falls, its bytes stay the same).
+  // a frame's latency falls, its bytes stay the same). Keep the product within the cores: a
+  // frame's registration helper waits by spinning (docs/vehicle-compute.md).
   int encoder_threads = 1;
   int frame_threads = 1;
   int queue_frames = 8;
