@@ -236,7 +236,8 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& text, const std::strin
   if (c.encoder_threads < 1 || c.encoder_threads > 64)
     return with_name(Status::InvalidArgument("encoder_threads: 1 to 64"));
   if (c.frame_threads < 1 || c.frame_threads > codec::kMaxEncoderThreads)
-    return with_name(Status::InvalidArgument("frame_threads: 1 to 64"));
+    return with_name(Status::InvalidArgument("frame_threads: 1 to " +
+                                             std::to_string(codec::kMaxEncoderThreads)));
   if (c.queue_frames < 1 || c.queue_frames > 10000)
     return with_name(Status::InvalidArgument("queue_frames: 1 to 10000"));
   if (!(c.tolerance_m > 0)) return with_name(Status::InvalidArgument("tolerance_m: must be > 0"));

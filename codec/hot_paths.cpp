@@ -126,18 +126,19 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   }
   const float* sensor = Floats(candidate_sensor);
   // A candidate near two runs' points is marked by both: each run past the first marks its own
-  // copies, ORed into the caller's after. Per point, every run writes its own points only.
+  // copies (made by the run itself, for the runs the grid makes), ORed into the caller's after.
+  // Per point, every run writes its own points only.
   const int runs = std::max(threads, 1);
   std::vector<CandidateMarks> own(size_t(runs - 1));
-  for (CandidateMarks& m : own) {
-    for (std::vector<uint8_t>* v : {&m.nearest, &m.close, &m.within}) {
-      v->assign(candidate_sensor.size(), 0);
-    }
-  }
   ForEachPointNeighbourhood(
       pts, T_map_sensor, *grid, voxel_m, nb, runs,
       [&](int r, uint32_t i, const std::vector<int32_t>& near) {
         CandidateMarks& m = r == 0 ? *marks : own[size_t(r - 1)];
+        if (m.nearest.empty()) {
+          for (std::vector<uint8_t>* v : {&m.nearest, &m.close, &m.within}) {
+            v->assign(candidate_sensor.size(), 0);
+          }
+        }
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         int32_t best = -1, second = -1;
         double best_d2 = bound2, second_d2 = bound2;
@@ -149,6 +150,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
         marks->point_second[i] = second;
       });
   for (const CandidateMarks& m : own) {
+    if (m.nearest.empty()) continue;  // a run the grid did not make
     for (size_t j = 0; j < candidate_sensor.size(); ++j) {
       marks->nearest[j] |= m.nearest[j];
       marks->close[j] |= m.close[j];

@@ -77,7 +77,7 @@ frame_threads: 3
       {"vehicle: [unclosed\n", "not YAML"},
       {"vehicle: v\nspool: {dir: /x}\nencoder_backend: tpu\n",
        "encoder_backend: backend: 'tpu' is not cpu or cuda"},
-      {"vehicle: v\nspool: {dir: /x}\nframe_threads: 0\n", "frame_threads: 1 to 64"},
+      {"vehicle: v\nspool: {dir: /x}\nframe_threads: 0\n", "frame_threads: 1 to 16"},
   };
   for (const auto& [text, expect] : bad) {
     auto r = ParseAgentConfig(text, "agent.yaml");

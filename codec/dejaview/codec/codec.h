@@ -51,10 +51,11 @@ struct EncoderParams {
   double min_explained_fraction = 0.5;
   Backend backend = Backend::kCpu;
   // Threads one frame's encoding may use (the CPU's hot paths split their points; selection and
-  // cell coding run side by side). The bytes are the same with any number. In [1, 64].
+  // cell coding run side by side). The bytes are the same with any number. In [1, 16]: each
+  // thread of the classification keeps its own marks of every candidate (about 1 MB at T = 0.1).
   int threads = 1;
 };
-constexpr int kMaxEncoderThreads = 64;
+constexpr int kMaxEncoderThreads = 16;
 
 struct FrameInfo {
   uint64_t sequence = 0;
