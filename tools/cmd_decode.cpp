@@ -23,12 +23,8 @@ int RunDecode(int argc, char** argv) {
         "N\n");
     return args->Has("help") ? kOk : kUsage;
   }
-  auto threads = args->GetInt("threads", 1);
+  auto threads = ThreadsArg(*args);
   if (!threads.ok()) return Fail("decode", threads.status());
-  if (*threads < 1 || *threads > codec::kMaxEncoderThreads) {
-    return Fail("decode", Status::InvalidArgument("--threads must be in [1, " +
-                                                  std::to_string(codec::kMaxEncoderThreads) + "]"));
-  }
   auto map = OpenMapArg(*args);
   if (!map.ok()) return Fail("decode", map.status());
   const std::string input = args->positional()[0];
@@ -46,7 +42,7 @@ int RunDecode(int argc, char** argv) {
     const std::string& f = (*files)[k];
     auto bytes = ReadFileBytes(f, uint64_t(1) << 28);
     if (!bytes.ok()) return Fail("decode", bytes.status());
-    auto frame = codec::Decode(bytes->data(), bytes->size(), map->get(), int(*threads));
+    auto frame = codec::Decode(bytes->data(), bytes->size(), map->get(), *threads);
     if (!frame.ok()) return Fail("decode", frame.status().WithContext(f));
     const std::string stem = std::filesystem::path(f).stem().string();
     Status s = WriteKittiBin(single ? out : out + "/velodyne/" + stem + ".bin", frame->cloud);

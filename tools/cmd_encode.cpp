@@ -47,13 +47,9 @@ int RunEncode(int argc, char** argv) {
   params.residual_precision_m = *rp;
   params.gap_factor = *gap;
   params.intensity = !args->Has("no-intensity");
-  auto threads = args->GetInt("threads", params.threads);
+  auto threads = ThreadsArg(*args);
   if (!threads.ok()) return Fail("encode", threads.status());
-  if (*threads < 1 || *threads > codec::kMaxEncoderThreads) {
-    return Fail("encode", Status::InvalidArgument("--threads must be in [1, " +
-                                                  std::to_string(codec::kMaxEncoderThreads) + "]"));
-  }
-  params.threads = int(*threads);
+  params.threads = *threads;
   auto backend = codec::ParseBackend(args->Get("backend", "cpu"));
   if (!backend.ok()) return Fail("encode", backend.status());
   params.backend = *backend;

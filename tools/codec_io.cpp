@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <string>
+
+#include "dejaview/codec/codec.h"
 
 namespace dv::cli {
 
@@ -38,6 +41,15 @@ StatusOr<Pose> ParsePose(const std::string& text) {
     if (!(in >> x)) return Status::InvalidArgument("--pose: expected 12 numbers (3x4 row-major)");
   }
   return PoseFromKitti12(v);
+}
+
+StatusOr<int> ThreadsArg(const Args& args) {
+  DV_ASSIGN_OR_RETURN(const long threads, args.GetInt("threads", 1));
+  if (threads < 1 || threads > codec::kMaxEncoderThreads) {
+    return Status::InvalidArgument("--threads must be in [1, " +
+                                   std::to_string(codec::kMaxEncoderThreads) + "]");
+  }
+  return int(threads);
 }
 
 }  // namespace dv::cli
