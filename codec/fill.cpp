@@ -65,15 +65,23 @@ std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<Select
   return WithQuarterPoints(SortMidpoints(cand, pairs), budget);
 }
 
-FillEncoder::FillEncoder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
-                         const std::vector<Eigen::Vector3f>& points,
-                         const std::vector<int32_t>& point_nearest, double bound_m)
+FillEncoder::FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector3f>& points,
+                         double bound_m)
     : cand_(cand),
-      pairs_(pairs),
       points_(points),
+      bound_m_(bound_m),
       bound2_(bound_m * bound_m),
-      inv_(1.0 / bound_m),
-      order_(SortMidpoints(cand, pairs)) {
+      inv_(1.0 / bound_m) {}
+
+void FillEncoder::Order(const std::vector<SelectedPair>& pairs) {
+  pairs_ = &pairs;
+  order_ = SortMidpoints(cand_, pairs);
+}
+
+void FillEncoder::Index(const std::vector<int32_t>& point_nearest) {
+  const Candidates& cand = cand_;
+  const std::vector<Eigen::Vector3f>& points = points_;
+  const double bound_m = bound_m_;
   // A fill point's original point within bound_m is first looked for among the points whose
   // nearest candidate is one of its pair's two voxels (CSR lists by candidate), which finds one
   // for about nine in ten; the rest as below.
@@ -165,7 +173,7 @@ std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
   // Checked up to where the budget is met: past it the decoder reads no more bits.
   std::vector<uint8_t> veto(order.size(), 1);
   for (size_t k = 0, free = 0; k < order.size() && free < budget; ++k) {
-    const SelectedPair& pr = pairs_[order[k] >> 2];
+    const SelectedPair& pr = (*pairs_)[order[k] >> 2];
     const Eigen::Vector3f m = FillPoint(cand_, pr, order[k] & 3);
     const bool kept =
         NearOwn(pr.later, m.cast<double>()) || NearOwn(pr.earlier, m.cast<double>()) || NearAny(m);
@@ -175,7 +183,7 @@ std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
   RangeEncoder rc(Adaptation::kCounted);
   BitModel models[kFillModels];
   for (size_t k = 0; k < order.size() && *added < budget; ++k) {
-    rc.Encode(&models[FillContext(cand_, pairs_[order[k] >> 2], order[k] & 3)], veto[k]);
+    rc.Encode(&models[FillContext(cand_, (*pairs_)[order[k] >> 2], order[k] & 3)], veto[k]);
     *added += veto[k] == 0;
   }
   const std::vector<uint8_t> bits = rc.Finish();

@@ -58,18 +58,18 @@ inline int FillContext(const Candidates& cand, const SelectedPair& pair, uint32_
 std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
                                 size_t budget);
 
-// Encoder, in two steps. The constructor does what needs only the classification and the
-// selection: the midpoints' order, and the frame's original points (sensor frame) indexed by
-// their nearest candidate (point_nearest) and by cell, where a fill point looks for one within
-// bound_m. Encode, once the other sections are known to decode to `decoded` points, writes the
-// section's body: every fill point it lets through has an original point within bound_m, and
-// *added receives how many the decoder will add. With threads the first step runs beside the
-// cell coding (codec.cpp).
+// Encoder, in three steps, the first two free of each other. Index needs only the
+// classification: the frame's original points (sensor frame) indexed by their nearest candidate
+// (point_nearest) and by cell, where a fill point looks for one within bound_m. Order needs only
+// the selection: the midpoints' order. Encode, once the other sections are known to decode to
+// `decoded` points, writes the section's body: every fill point it lets through has an original
+// point within bound_m, and *added receives how many the decoder will add. With threads, Index
+// runs beside the selection coder and Order after it (codec.cpp).
 class FillEncoder {
  public:
-  FillEncoder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
-              const std::vector<Eigen::Vector3f>& points, const std::vector<int32_t>& point_nearest,
-              double bound_m);
+  FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector3f>& points, double bound_m);
+  void Index(const std::vector<int32_t>& point_nearest);
+  void Order(const std::vector<SelectedPair>& pairs);
   std::vector<uint8_t> Encode(size_t decoded, size_t* added) const;
 
  private:
@@ -79,10 +79,12 @@ class FillEncoder {
   uint32_t Bucket(int32_t x, int32_t y, int32_t z) const;
 
   const Candidates& cand_;
-  const std::vector<SelectedPair>& pairs_;
   const std::vector<Eigen::Vector3f>& points_;
-  double bound2_, inv_, far_;
-  std::vector<uint32_t> order_;                 // FillOrder's midpoints
+  double bound_m_, bound2_, inv_, far_ = 0;
+  // Order's
+  const std::vector<SelectedPair>* pairs_ = nullptr;
+  std::vector<uint32_t> order_;  // FillOrder's midpoints
+  // Index's
   std::vector<uint32_t> own_start_, own_list_;  // points by nearest candidate (CSR)
   uint32_t mask_ = 0;
   std::vector<uint32_t> first_, in_bucket_;  // points by bucket of their cell (CSR)
