@@ -1112,6 +1112,20 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   RunBoth(threads > 1 && !surface.centres.empty(), read_selection, place_surface);
   DV_RETURN_IF_ERROR(selection_read);
   DV_RETURN_IF_ERROR(cells_read);
+  // The frame's points in one allocation: growing the arrays point by point cost 0.75 ms a frame
+  // (KITTI 00, T = 0.1). The fill adds up to the section's count of the original points, and at
+  // most three points a selected pair (fill.h): a damaged count reserves no more than that.
+  size_t decoded_points = residual.centres.size() + gap.centres.size() + surface.centres.size();
+  for (uint8_t s : selected) decoded_points += s;
+  if (const ParsedSection* fs = FindSection(sections, kFill)) {
+    ByteReader fill_reader(fs->data, fs->size);
+    uint64_t frame_points = 0;
+    if (fill_reader.Varint(&frame_points) && frame_points > decoded_points) {
+      decoded_points += std::min(size_t(frame_points) - decoded_points, 3 * pairs.size());
+    }
+  }
+  out.cloud.reserve(decoded_points);
+  out.source.reserve(decoded_points);
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!selected[i]) continue;
     out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);
