@@ -428,7 +428,7 @@ kernels::NeighbourGrid CorrespondenceSearch::Grid(bool fine) const {
 
 Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
                                   const kernels::Rigid& T, bool fine, double max_d2,
-                                  std::vector<int32_t>* best) const {
+                                  std::vector<int32_t>* best, NeighbourhoodCache* cache) const {
   best->assign(source.size(), -1);
 #ifdef DEJAVIEW_HAVE_CUDA
   if (device_) {
@@ -460,7 +460,7 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
   const size_t base = fine ? 0 : coarse_first_;
   const double* map = map_pts_->size() > base ? (*map_pts_)[base].data() : nullptr;
   const int32_t offset = fine ? 0 : int32_t(coarse_first_);
-  grid.ForEachQuery(keys, valid, 1, [&](uint32_t i, const std::vector<int32_t>& near) {
+  auto nearest = [&](uint32_t i, const std::vector<int32_t>& near) {
     const double* p = &moved[3 * size_t(i)];
     double b = max_d2;
     int32_t bi = -1;
@@ -472,7 +472,36 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
       }
     }
     (*best)[i] = bi < 0 ? -1 : bi + offset;
-  });
+  };
+  if (!(fine && cache)) {
+    grid.ForEachQuery(keys, valid, 1, nearest);
+    return Status::Ok();
+  }
+  // The points whose key is new look their neighbourhood up (none where the grid's pass lists
+  // no items around them), then every valid point takes its nearest from the cache.
+  NeighbourhoodCache& c = *cache;
+  if (c.known_.size() != source.size()) {
+    c.keys_.assign(3 * source.size(), 0);
+    c.known_.assign(source.size(), 0);
+    c.items_.assign(source.size(), {});
+  }
+  std::vector<uint8_t> changed(source.size(), 0);
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (!valid[i]) continue;
+    const int32_t* k = &keys[3 * i];
+    int32_t* was = &c.keys_[3 * i];
+    if (c.known_[i] && k[0] == was[0] && k[1] == was[1] && k[2] == was[2]) continue;
+    changed[i] = 1;
+    ++c.looked_up_;
+    std::copy(k, k + 3, was);
+    c.known_[i] = 1;
+    c.items_[i].clear();
+  }
+  grid.ForEachQuery(keys, changed, 1,
+                    [&](uint32_t i, const std::vector<int32_t>& near) { c.items_[i] = near; });
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (valid[i]) nearest(uint32_t(i), c.items_[i]);
+  }
   return Status::Ok();
 }
 

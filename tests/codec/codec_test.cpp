@@ -286,6 +286,47 @@ class StreetMap : public ::testing::Test {
   std::unique_ptr<maps::RouteMap> map_;
 };
 
+// A fine search that keeps its look-ups between calls (NeighbourhoodCache) finds what one without
+// finds, over a registration's kind of sequence: millimetre steps (most points keep their voxel),
+// a step of decimetres (many change), and a jump of a kilometre (every point off the map), then
+// back; and the cache is really used: between the millimetre steps it looks up few points again.
+TEST_F(StreetMap, FineCorrespondencesFromTheCacheMatchFreshLookUps) {
+  const Pose T = test::StreetPose(3);
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 30, &cand).ok());
+  std::vector<Eigen::Vector3d> map_pts;
+  for (const maps::MapVoxel& v : cand.voxels) map_pts.push_back(maps::Representative(v, 0.1));
+  const PointCloud frame = test::StreetFrame(T, {});
+  std::vector<Eigen::Vector3d> source;
+  for (size_t i = 0; i < frame.size(); i += 37) source.push_back(frame.xyz[i].cast<double>());
+  ASSERT_GT(source.size(), 300u);
+  auto search = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.1,
+                                             3.0, 64, 0);
+  ASSERT_TRUE(search.ok());
+  NeighbourhoodCache cache;
+  size_t found = 0;
+  // x offsets (m), each with a yaw of a tenth of it (rad) below 1 m.
+  const double steps[] = {0, 0.002, 0.004, 0.15, 1000, 0.15, 0.151, 0.153};
+  for (double dx : steps) {
+    SCOPED_TRACE("x offset " + std::to_string(dx));
+    Pose moved = T;
+    moved.translation().x() += dx;
+    moved.linear() = Eigen::AngleAxisd(dx < 1 ? dx / 10 : 0, Eigen::Vector3d::UnitZ()) * T.linear();
+    const kernels::Rigid Tk = RigidOf(moved.linear(), moved.translation());
+    std::vector<int32_t> fresh, cached;
+    const size_t before = cache.LookedUp();
+    ASSERT_TRUE((*search)->Find(source, Tk, true, 0.01, &fresh).ok());
+    ASSERT_TRUE((*search)->Find(source, Tk, true, 0.01, &cached, &cache).ok());
+    EXPECT_EQ(cached, fresh);
+    found += size_t(std::count_if(fresh.begin(), fresh.end(), [](int32_t j) { return j >= 0; }));
+    // After a step of millimetres most points keep their 0.1 m voxel, and their look-up.
+    if (dx == 0.002 || dx == 0.004 || dx == 0.151 || dx == 0.153) {
+      EXPECT_LT(cache.LookedUp() - before, source.size() / 4);
+    }
+  }
+  EXPECT_GT(found, source.size()) << "too few correspondences for the comparison to mean much";
+}
+
 // The coarse correspondence search's finer grids (hot_paths.h, coarse_levels) answer as the coarse
 // grid does, and both as a brute-force search: the nearest map point within the reach, the
 // lowest index among equals, for reaches up to the coarse voxel.
