@@ -473,14 +473,18 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
     }
     (*best)[i] = bi < 0 ? -1 : bi + offset;
   };
-  if (!(fine && cache)) {
+  // The coarsest grid's neighbourhoods hold dozens of centroids a cell: copying them into a cache
+  // saved less than it cost (registration 0.4 ms a frame faster with them, 0.9 without; KITTI 00
+  // at T = 0.1).
+  if (!cache || (!fine && level == 0)) {
     grid.ForEachQuery(keys, valid, 1, nearest);
     return Status::Ok();
   }
   // The points whose key is new look their neighbourhood up (none where the grid's pass lists
   // no items around them), then every valid point takes its nearest from the cache.
   NeighbourhoodCache& c = *cache;
-  if (c.known_.size() != source.size()) {
+  if (c.known_.size() != source.size() || c.grid_ != &grid) {
+    c.grid_ = &grid;
     c.keys_.assign(3 * source.size(), 0);
     c.known_.assign(source.size(), 0);
     c.items_.assign(source.size(), {});

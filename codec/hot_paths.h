@@ -114,10 +114,11 @@ void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const ke
 // coarse voxel holds more than coarse_per_cell points (Nearest breaks ties by index, not by the
 // order it visits voxels in), so the CUDA backend, which has the coarse grid only, returns the
 // same.
-// What the fine search found around each source point, kept from one fine iteration to the next
+// What a search found around each source point, kept from one registration iteration to the next
 // (CorrespondenceSearch::Find): a point whose voxel key has not changed has the same map points
-// around it, and registration's fine steps are millimetres against voxels of decimetres. One per
-// source it serves (the source's points by index); CPU only.
+// around it, and from its third iteration registration moves points centimetres, then
+// millimetres, against voxels of 0.75-1.5 m (coarse) and decimetres (fine). One per source it
+// serves (the source's points by index); it starts over when a search uses another grid. CPU only.
 class NeighbourhoodCache {
  public:
   // How many look-ups it has made, over every search it served.
@@ -129,6 +130,7 @@ class NeighbourhoodCache {
   std::vector<uint8_t> known_;
   std::vector<std::vector<int32_t>> items_;
   size_t looked_up_ = 0;
+  const SortedGrid* grid_ = nullptr;  // the grid its look-ups were made in
 };
 
 class CorrespondenceSearch {
@@ -147,8 +149,9 @@ class CorrespondenceSearch {
   // best[i]: index of the map point nearest to T source[i] within sqrt(max_d2) among the 27
   // voxels around it, on the fine or the coarse grid (the lowest index among equals); -1 when
   // none.
-  // With a cache (fine searches on the CPU), only the points whose voxel changed since the
-  // cache's last search look their neighbourhood up again; the result is the same.
+  // With a cache (on the CPU; coarse searches on the finer grids only), only the points whose
+  // voxel changed since the cache's last search in the same grid look their neighbourhood up
+  // again; the result is the same.
   Status Find(const std::vector<Eigen::Vector3d>& source, const kernels::Rigid& T, bool fine,
               double max_d2, std::vector<int32_t>* best, NeighbourhoodCache* cache = nullptr) const;
 

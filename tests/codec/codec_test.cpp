@@ -286,11 +286,12 @@ class StreetMap : public ::testing::Test {
   std::unique_ptr<maps::RouteMap> map_;
 };
 
-// A fine search that keeps its look-ups between calls (NeighbourhoodCache) finds what one without
-// finds, over a registration's kind of sequence: millimetre steps (most points keep their voxel),
-// a step of decimetres (many change), and a jump of a kilometre (every point off the map), then
-// back; and the cache is really used: between the millimetre steps it looks up few points again.
-TEST_F(StreetMap, FineCorrespondencesFromTheCacheMatchFreshLookUps) {
+// A search that keeps its look-ups between calls (NeighbourhoodCache; fine, and coarse on the finer
+// grids) finds what one without finds, over a registration's kind of sequence: millimetre steps
+// (most points keep their voxel), a step of decimetres (many change), and a jump of a kilometre
+// (every point off the map), then back; and the cache is really used: between the millimetre steps
+// it looks up few points again.
+TEST_F(StreetMap, CorrespondencesFromTheCacheMatchFreshLookUps) {
   const Pose T = test::StreetPose(3);
   Candidates cand;
   ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 30, &cand).ok());
@@ -300,10 +301,16 @@ TEST_F(StreetMap, FineCorrespondencesFromTheCacheMatchFreshLookUps) {
   std::vector<Eigen::Vector3d> source;
   for (size_t i = 0; i < frame.size(); i += 37) source.push_back(frame.xyz[i].cast<double>());
   ASSERT_GT(source.size(), 300u);
+  // Coarse points after the fine ones, as registration's: every third representative.
+  const size_t first = map_pts.size();
+  for (size_t i = 0; i < first; i += 3) map_pts.push_back(map_pts[i]);
   auto search = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.1,
-                                             3.0, 64, 0);
+                                             3.0, 64, 2);
   ASSERT_TRUE(search.ok());
   NeighbourhoodCache cache;
+  // And the coarse searches on the 1.5 and the 0.75 m grid (reaches 1.2 and 0.5 m).
+  NeighbourhoodCache coarse_cache[2], both_grids;
+  const double coarse_reach[2] = {1.2, 0.5};
   size_t found = 0;
   // x offsets (m), each with a yaw of a tenth of it (rad) below 1 m.
   const double steps[] = {0, 0.002, 0.004, 0.15, 1000, 0.15, 0.151, 0.153};
@@ -319,6 +326,15 @@ TEST_F(StreetMap, FineCorrespondencesFromTheCacheMatchFreshLookUps) {
     ASSERT_TRUE((*search)->Find(source, Tk, true, 0.01, &cached, &cache).ok());
     EXPECT_EQ(cached, fresh);
     found += size_t(std::count_if(fresh.begin(), fresh.end(), [](int32_t j) { return j >= 0; }));
+    for (int c = 0; c < 2; ++c) {
+      const double r2 = coarse_reach[c] * coarse_reach[c];
+      ASSERT_TRUE((*search)->Find(source, Tk, false, r2, &fresh).ok());
+      ASSERT_TRUE((*search)->Find(source, Tk, false, r2, &cached, &coarse_cache[c]).ok());
+      EXPECT_EQ(cached, fresh) << "coarse, reach " << coarse_reach[c];
+      // One cache for both grids: it starts over at each change of grid.
+      ASSERT_TRUE((*search)->Find(source, Tk, false, r2, &cached, &both_grids).ok());
+      EXPECT_EQ(cached, fresh) << "coarse, one cache, reach " << coarse_reach[c];
+    }
     // After a step of millimetres most points keep their 0.1 m voxel, and their look-up.
     if (dx == 0.002 || dx == 0.004 || dx == 0.151 || dx == 0.153) {
       EXPECT_LT(cache.LookedUp() - before, source.size() / 4);
