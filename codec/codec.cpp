@@ -1133,8 +1133,9 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   }
   AppendCells(residual, intensity, 1, &out);
   AppendCells(gap, intensity, 2, &out);
-  if (!on_profile)
+  if (!on_profile) {
     return Status::Corruption("delta: section surface: a cell off the map's profile");
+  }
   const size_t first = out.cloud.size();
   AppendCells(surface, intensity, 2, &out);
   for (size_t i = 0; i < surface_z.size(); ++i) out.cloud.xyz[first + i].z() = surface_z[i];

@@ -101,19 +101,6 @@ void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const ke
                 const kernels::AngularGrid& grid, bool avx2, float* sensor, double* range,
                 int32_t* cell);
 
-// RegisterFrame's correspondence search over fixed map points: the fine grid holds the
-// candidates' own voxels (map_pts[i] is fine_voxels[i]'s representative), the coarse grid at most
-// coarse_per_cell points per voxel of coarse_voxel_m, in point order. The CPU sorts both
-// (sorted_grid.h); the CUDA backend hashes them (fine_index is the candidates' index, needed
-// there only) and keeps device copies.
-//
-// The CPU also sorts the coarse points into coarse_levels finer grids, of coarse_voxel_m / 2,
-// / 4, ..., each keeping every point, and searches the finest whose voxel is at least
-// sqrt(max_d2): the 27 voxels around a point still hold every map point within sqrt(max_d2), but
-// a few of them where the coarse grid's held dozens. The answer is the coarse grid's wherever no
-// coarse voxel holds more than coarse_per_cell points (Nearest breaks ties by index, not by the
-// order it visits voxels in), so the CUDA backend, which has the coarse grid only, returns the
-// same.
 // What a search found around each source point, kept from one registration iteration to the next
 // (CorrespondenceSearch::Find): a point whose voxel key has not changed has the same map points
 // around it, and from its third iteration registration moves points centimetres, then
@@ -133,6 +120,19 @@ class NeighbourhoodCache {
   const SortedGrid* grid_ = nullptr;  // the grid its look-ups were made in
 };
 
+// RegisterFrame's correspondence search over fixed map points: the fine grid holds the
+// candidates' own voxels (map_pts[i] is fine_voxels[i]'s representative), the coarse grid at most
+// coarse_per_cell points per voxel of coarse_voxel_m, in point order. The CPU sorts both
+// (sorted_grid.h); the CUDA backend hashes them (fine_index is the candidates' index, needed
+// there only) and keeps device copies.
+//
+// The CPU also sorts the coarse points into coarse_levels finer grids, of coarse_voxel_m / 2,
+// / 4, ..., each keeping every point, and searches the finest whose voxel is at least
+// sqrt(max_d2): the 27 voxels around a point still hold every map point within sqrt(max_d2), but
+// a few of them where the coarse grid's held dozens. The answer is the coarse grid's wherever no
+// coarse voxel holds more than coarse_per_cell points (Nearest breaks ties by index, not by the
+// order it visits voxels in), so the CUDA backend, which has the coarse grid only, returns the
+// same.
 class CorrespondenceSearch {
  public:
   // map_pts: the fine points (fine_voxels' representatives) first, then the coarse ones; best
