@@ -93,13 +93,32 @@ DV_HOST_DEVICE inline bool Explains(const float* sensor, int32_t j, const double
   return Dist2(s, p) <= bound2;
 }
 
-// ClassifyPoints' rule for one point p, over the candidates around it in (dx, dy, dz) order,
-// given in one or more runs `near`: marks in `within` every one within sqrt(bound2) and in
-// `close` every one within sqrt(select2), and keeps in *best (its squared distance in *best_d2)
-// the nearest within sqrt(bound2) so far, the first among equals, and in *second (*second_d2) the
-// nearest of the others, the first among equals. Start with *best = *second = -1 and *best_d2 =
-// *second_d2 = bound2; after the last run the caller marks *best as a nearest (-1: p is not
-// explained). The CUDA kernel and the CPU both run it per point.
+// ClassifyPoints' rule for one candidate j at squared distance d2 from a point p: marks j in
+// `within` when d2 <= bound2 and in `close` when d2 <= select2, and keeps in *best (its squared
+// distance in *best_d2) the nearest within sqrt(bound2) so far, the first among equals, and in
+// *second (*second_d2) the nearest of the others, the first among equals. Start with *best =
+// *second = -1 and *best_d2 = *second_d2 = bound2 and call it for p's candidates in (dx, dy, dz)
+// order; after the last the caller marks *best as a nearest (-1: p is not explained). A candidate
+// beyond both radii changes nothing, so a caller may leave those out.
+DV_HOST_DEVICE inline void SelectOne(int32_t j, double d2, double bound2, double select2,
+                                     uint8_t* within, uint8_t* close, int32_t* best,
+                                     double* best_d2, int32_t* second, double* second_d2) {
+  // Every writer stores 1: ORs, free of order.
+  if (d2 <= bound2) within[j] = 1;
+  if (d2 <= select2) close[j] = 1;
+  if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
+    // The one it displaces came first among the nearest so far: it is the nearest of the rest.
+    *second = *best;
+    *second_d2 = *best_d2;
+    *best = j;
+    *best_d2 = d2;
+  } else if (d2 < *second_d2 || (*second < 0 && d2 <= bound2)) {
+    *second = j;
+    *second_d2 = d2;
+  }
+}
+
+// SelectOne over the candidates `near` (indices into sensor, x y z each) of point p, in order.
 DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, size_t count,
                                       const double p[3], double bound2, double select2,
                                       uint8_t* within, uint8_t* close, int32_t* best,
@@ -108,29 +127,7 @@ DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, 
     const int32_t j = near[m];
     const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
                          double(sensor[3 * j + 2])};
-    const double d2 = Dist2(s, p);
-#ifdef __CUDA_ARCH__
-    // Every writer stores 1: ORs, free of order.
-    if (d2 <= bound2) within[j] = 1;
-    if (d2 <= select2) close[j] = 1;
-#else
-    // One thread: ORs without branches, which mispredicted on half the candidates.
-    within[j] = uint8_t(within[j] | (d2 <= bound2));
-    close[j] = uint8_t(close[j] | (d2 <= select2));
-#endif
-    // Both tests fail for most candidates (beyond the bound, or no nearer): branches that
-    // predict well (testing the bound first mispredicted on half of them: 1.7 ms more a frame
-    // on KITTI 00 at T = 0.2).
-    if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
-      // The one it displaces came first among the nearest so far: it is the nearest of the rest.
-      *second = *best;
-      *second_d2 = *best_d2;
-      *best = j;
-      *best_d2 = d2;
-    } else if (d2 < *second_d2 || (*second < 0 && d2 <= bound2)) {
-      *second = j;
-      *second_d2 = d2;
-    }
+    SelectOne(j, Dist2(s, p), bound2, select2, within, close, best, best_d2, second, second_d2);
   }
 }
 

@@ -130,24 +130,66 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   // Per point, every run writes its own points only.
   const int runs = std::max(threads, 1);
   std::vector<CandidateMarks> own(size_t(runs - 1));
-  ForEachPointNeighbourhood(
+  // The points of a voxel share its candidates: their coordinates are laid out once a voxel, and
+  // the distances to each point are taken in one loop the compiler vectorises (the same double
+  // operations, so the same bits). Only the few within reach (2.6 of 10 a point, KITTI 00 at
+  // T = 0.1) go on to SelectOne, whose branches mispredicted on the rest.
+  const double reach2 = std::max(bound2, select2);
+  struct Scratch {
+    std::vector<double> x, y, z, d2;
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(runs));
+  ForEachPointVoxel(
       pts, T_map_sensor, *grid, voxel_m, nb, runs,
-      [&](int r, uint32_t i, const std::vector<int32_t>& near) {
+      [&](int r, const uint32_t* points, size_t count, const std::vector<int32_t>& near) {
         CandidateMarks& m = r == 0 ? *marks : own[size_t(r - 1)];
         if (m.nearest.empty()) {
           for (std::vector<uint8_t>* v : {&m.nearest, &m.close, &m.within}) {
             v->assign(candidate_sensor.size(), 0);
           }
         }
-        const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-        int32_t best = -1, second = -1;
-        double best_d2 = bound2, second_d2 = bound2;
-        kernels::SelectNear(sensor, near.data(), near.size(), p, bound2, select2, m.within.data(),
-                            m.close.data(), &best, &best_d2, &second, &second_d2);
-        if (best >= 0) m.nearest[size_t(best)] = 1;
-        (*explained)[i] = best >= 0;
-        marks->point_nearest[i] = best;
-        marks->point_second[i] = second;
+        Scratch& s = scratch[size_t(r)];
+        const size_t n = near.size();
+        if (s.x.size() < n) {
+          for (std::vector<double>* v : {&s.x, &s.y, &s.z, &s.d2}) v->resize(n);
+        }
+        double* const x = s.x.data();
+        double* const y = s.y.data();
+        double* const z = s.z.data();
+        double* const d2 = s.d2.data();
+        for (size_t a = 0; a < n; ++a) {
+          const float* c = sensor + 3 * size_t(near[a]);
+          x[a] = double(c[0]);
+          y[a] = double(c[1]);
+          z[a] = double(c[2]);
+        }
+        for (size_t k = 0; k < count; ++k) {
+          const uint32_t i = points[k];
+          const double px = double(pts[i].x()), py = double(pts[i].y()), pz = double(pts[i].z());
+          // kernels::Dist2's operations, in its order.
+          for (size_t a = 0; a < n; ++a) {
+            const double dx = x[a] - px, dy = y[a] - py, dz = z[a] - pz;
+            d2[a] = dx * dx + dy * dy + dz * dz;
+          }
+          int32_t best = -1, second = -1;
+          double best_d2 = bound2, second_d2 = bound2;
+          // Which of them are within reach, as bits: a branch per candidate mispredicted on most
+          // of those that were.
+          for (size_t base = 0; base < n; base += 64) {
+            const size_t end = std::min(n, base + 64);
+            uint64_t in_reach = 0;
+            for (size_t a = base; a < end; ++a) in_reach |= uint64_t(d2[a] <= reach2) << (a - base);
+            for (; in_reach != 0; in_reach &= in_reach - 1) {
+              const size_t a = base + size_t(__builtin_ctzll(in_reach));
+              kernels::SelectOne(near[a], d2[a], bound2, select2, m.within.data(), m.close.data(),
+                                 &best, &best_d2, &second, &second_d2);
+            }
+          }
+          if (best >= 0) m.nearest[size_t(best)] = 1;
+          (*explained)[i] = best >= 0;
+          marks->point_nearest[i] = best;
+          marks->point_second[i] = second;
+        }
       });
   for (const CandidateMarks& m : own) {
     if (m.nearest.empty()) continue;  // a run the grid did not make

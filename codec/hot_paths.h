@@ -31,23 +31,36 @@ Status IndexKeys(Backend backend, const std::vector<maps::MapVoxel>& voxels, Vox
 // x, y, z of each voxel's key, for a SortedGrid.
 std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels);
 
-// The CPU's look-up around frame points: visit(r, i, near) for each point pts[i] (sensor frame)
-// with the indices of the voxels within nb <= grid.max_nb() voxels per axis of T_map_sensor
-// pts[i]'s voxel, in (dx, dy, dz) order; points whose neighbourhood holds no voxel, or leaves the
-// key range, are skipped. grid: the voxels' keys (VoxelKeys), sorted, not hashed (sorted_grid.h);
-// each distinct voxel is gathered once. The points are visited in up to `threads` runs r at once
-// (SortedGrid::ForEachQueryInRuns).
+// The CPU's look-up around frame points: visit(r, points, count, near) once for each distinct
+// voxel of T_map_sensor pts[i] (pts in the sensor frame) with its `count` points and the indices
+// of the voxels within nb <= grid.max_nb() voxels per axis of it, in (dx, dy, dz) order; points
+// whose neighbourhood holds no voxel, or leaves the key range, are skipped. grid: the voxels' keys
+// (VoxelKeys), sorted, not hashed (sorted_grid.h). The points are visited in up to `threads` runs
+// r at once (SortedGrid::ForEachVoxelInRuns), each point's coordinates prefetched a few points
+// ahead.
 template <typename Visit>
-void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
-                               const kernels::Rigid& T_map_sensor, const SortedGrid& grid,
-                               double voxel_m, int nb, int threads, Visit&& visit) {
+void ForEachPointVoxel(const std::vector<Eigen::Vector3f>& pts, const kernels::Rigid& T_map_sensor,
+                       const SortedGrid& grid, double voxel_m, int nb, int threads, Visit&& visit) {
   std::vector<int32_t> keys(3 * pts.size());
   std::vector<uint8_t> fits(pts.size());
   for (size_t i = 0; i < pts.size(); ++i) {
     const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
     fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
   }
-  grid.ForEachQueryInRuns(keys, fits, nb, threads, visit);
+  grid.ForEachVoxelInRuns(keys, fits, nb, threads, visit,
+                          [&](uint32_t i) { __builtin_prefetch(pts[i].data()); });
+}
+
+// ForEachPointVoxel, once per point: visit(r, i, near).
+template <typename Visit>
+void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
+                               const kernels::Rigid& T_map_sensor, const SortedGrid& grid,
+                               double voxel_m, int nb, int threads, Visit&& visit) {
+  ForEachPointVoxel(
+      pts, T_map_sensor, grid, voxel_m, nb, threads,
+      [&](int r, const uint32_t* points, size_t count, const std::vector<int32_t>& near) {
+        for (size_t k = 0; k < count; ++k) visit(r, points[k], near);
+      });
 }
 
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when

@@ -77,16 +77,18 @@ SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int max_nb, int per_cel
   // A sentinel above every packed key (they have at most 63 bits) ends every scan.
   packed_.push_back(UINT64_MAX);
   item_.push_back(0);
-  if (per_cell <= 0) return;
-  size_t out = 0;
-  for (size_t i = 0, run = 0; i <= n; ++i) {
-    run = i > 0 && packed_[i] == packed_[i - 1] ? run + 1 : 0;
-    if (run >= size_t(per_cell)) continue;
-    packed_[out] = packed_[i];
-    item_[out++] = item_[i];
+  if (per_cell > 0) {
+    size_t out = 0;
+    for (size_t i = 0, run = 0; i <= n; ++i) {
+      run = i > 0 && packed_[i] == packed_[i - 1] ? run + 1 : 0;
+      if (run >= size_t(per_cell)) continue;
+      packed_[out] = packed_[i];
+      item_[out++] = item_[i];
+    }
+    packed_.resize(out);
+    item_.resize(out);
   }
-  packed_.resize(out);
-  item_.resize(out);
+  distinct_ = std::adjacent_find(packed_.begin(), packed_.end()) == packed_.end();
 }
 
 void SortedGrid::Keep(const std::vector<int32_t>& to) {
@@ -139,6 +141,36 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
   const uint64_t* keys = g_.packed_.data();
   const size_t n = g_.packed_.size();
   size_t* c = cursor_.data();
+  if (g_.distinct_) {
+    // One item a voxel: a column's run is the next at most 2 nb + 1 keys up to the first beyond
+    // it, counted without a branch (the loop's exit, a different count each column, mispredicted
+    // often), each one written whether or not it counts. A run near the sentinel takes the loop.
+    const size_t span = size_t(2 * nb + 1), base = out->size();
+    out->resize(base + span * span * span);
+    int32_t* to = out->data() + base;
+    for (int dx = -nb; dx <= nb; ++dx) {
+      size_t e = 0;
+      for (int dy = -nb; dy <= nb; ++dy, ++c) {
+        const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
+        const uint64_t last = first + 2 * uint64_t(nb);
+        *c = Advance(keys, n, std::max(*c, e), first);
+        e = *c;
+        if (e + span <= n) {
+          size_t count = 0;
+          for (size_t k = 0; k < span; ++k) {
+            to[k] = int32_t(g_.item_[e + k]);
+            count += keys[e + k] <= last;
+          }
+          to += count;
+          e += count;
+        } else {
+          for (; keys[e] <= last; ++e) *to++ = int32_t(g_.item_[e]);
+        }
+      }
+    }
+    out->resize(size_t(to - out->data()));
+    return;
+  }
   for (int dx = -nb; dx <= nb; ++dx) {
     // Column y + 1 starts at or after the end of column y: its cursor starts from the later of
     // the two, so a query far from the last one gallops once per dx, not once per column.

@@ -57,6 +57,21 @@ class SortedGrid {
   template <typename Visit>
   void ForEachQueryInRuns(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid,
                           int nb, int runs, Visit&& visit) const {
+    ForEachVoxelInRuns(
+        keys, valid, nb, runs,
+        [&](int r, const uint32_t* queries, size_t count, const std::vector<int32_t>& items) {
+          for (size_t k = 0; k < count; ++k) visit(r, queries[k], items);
+        });
+  }
+
+  // The same, once per distinct voxel of a run: visit(r, queries, count, items) with that voxel's
+  // `count` queries of run r (indices, in the order ForEachQueryInRuns visits them), so that a
+  // caller can lay out what the items share once for all of them. ahead(i) is told each query i
+  // kAhead queries before its visit, for the caller to prefetch what it will read of it: the
+  // queries come in key order, which is no order in the caller's arrays.
+  template <typename Visit, typename Ahead>
+  void ForEachVoxelInRuns(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid,
+                          int nb, int runs, Visit&& visit, Ahead&& ahead) const {
     const Queries q = Sort(keys, valid, nb);
     const size_t n = q.index.size();
     runs = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(runs, 1)), n / kMinRun)));
@@ -64,15 +79,23 @@ class SortedGrid {
       Pass pass(*this, nb);
       std::vector<int32_t> items;
       const size_t begin = n * size_t(r) / size_t(runs), end = n * size_t(r + 1) / size_t(runs);
-      for (size_t m = begin; m < end; ++m) {
-        if (m == begin || q.packed[m] != q.packed[m - 1]) {
-          items.clear();
-          pass.Gather(q.packed[m], &items);
+      for (size_t m = begin, next = begin; m < end; m = next) {
+        while (++next < end && q.packed[next] == q.packed[m]) {
         }
-        visit(r, q.index[m], items);
+        for (size_t k = m + kAhead; k < std::min(next + kAhead, end); ++k) ahead(q.index[k]);
+        items.clear();
+        pass.Gather(q.packed[m], &items);
+        visit(r, &q.index[m], next - m, items);
       }
     });
   }
+  template <typename Visit>
+  void ForEachVoxelInRuns(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid,
+                          int nb, int runs, Visit&& visit) const {
+    ForEachVoxelInRuns(keys, valid, nb, runs, visit, [](uint32_t) {});
+  }
+  static constexpr size_t kAhead = 16;
+
   // Runs shorter than this are not worth a thread: starting and joining one cost 0.1 ms here
   // (registration's searches, 1-2 k queries, ran no faster on two threads).
   static constexpr size_t kMinRun = 4096;
@@ -93,6 +116,7 @@ class SortedGrid {
 
  private:
   int max_nb_;
+  bool distinct_ = true;  // no two items share a voxel (a map's voxels, or per_cell 1)
   int32_t lo_[3] = {0, 0, 0}, hi_[3] = {-1, -1, -1};  // the items' box, grown by 2 max_nb
   int bits_[3] = {0, 0, 0};
   std::vector<uint64_t> packed_;  // sorted

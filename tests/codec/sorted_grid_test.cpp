@@ -23,7 +23,8 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
   std::mt19937 rng(7);
   // A grid serves every radius up to its max_nb: nb 1 is checked on a grid of max_nb 2 too.
   for (const auto& [max_nb, nb] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{2, 2}}) {
-    for (int per_cell : {0, 2}) {
+    // per_cell 1 leaves one item a voxel, which Gather counts without branches.
+    for (int per_cell : {0, 1, 2}) {
       // A small box, so that voxels hold several items and neighbourhoods overlap; negative keys
       // and an axis with a single value exercise the packing's edges.
       std::uniform_int_distribution<int32_t> x(-40, -20), y(5, 30), z(3, 3), qx(-45, -15),
@@ -215,6 +216,54 @@ TEST(SortedGrid, RunsOnThreadsListWhatOnePassLists) {
     }
     // At most one run per kMinRun queries: 64 asked for, 4 or 5 given.
     EXPECT_EQ(last + 1, std::min<int>(runs, int(sorted.index.size() / SortedGrid::kMinRun)));
+  }
+}
+
+// Once a voxel: each visit holds the queries of one key, every query comes once and in the order
+// ForEachQuery visits them, with its items; each is announced to `ahead` kAhead queries before its
+// visit, and the last kAhead queries, announced or not, are visited all the same.
+TEST(SortedGrid, VoxelPassesHoldTheQueriesOfOneKeyAndAnnounceThemAhead) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int32_t> k(-12, 12);
+  std::vector<int32_t> items, queries;
+  for (int i = 0; i < 3000; ++i) items.insert(items.end(), {k(rng), k(rng), k(rng) / 4});
+  const size_t n = 20000;
+  for (size_t i = 0; i < n; ++i) queries.insert(queries.end(), {k(rng), k(rng), k(rng) / 4});
+  const std::vector<uint8_t> valid(n, 1);
+  const SortedGrid grid(items, 1, 0);
+  std::vector<uint32_t> order;
+  std::vector<std::vector<int32_t>> one(n);
+  grid.ForEachQuery(queries, valid, 1, [&](uint32_t i, const std::vector<int32_t>& got) {
+    order.push_back(i);
+    one[i] = got;
+  });
+  ASSERT_EQ(order.size(), n);
+  std::vector<uint32_t> visited, announced;
+  std::vector<size_t> visited_when_announced;
+  size_t voxels = 0;
+  grid.ForEachVoxelInRuns(
+      queries, valid, 1, 1,
+      [&](int r, const uint32_t* q, size_t count, const std::vector<int32_t>& got) {
+        ASSERT_EQ(r, 0);
+        ASSERT_GT(count, 0u);
+        ++voxels;
+        for (size_t c = 0; c < count; ++c) {
+          EXPECT_TRUE(std::equal(&queries[3 * q[c]], &queries[3 * q[c]] + 3, &queries[3 * q[0]]))
+              << "query " << q[c];
+          EXPECT_EQ(got, one[q[c]]) << "query " << q[c];
+          visited.push_back(q[c]);
+        }
+      },
+      [&](uint32_t i) {
+        announced.push_back(i);
+        visited_when_announced.push_back(visited.size());
+      });
+  EXPECT_EQ(visited, order);
+  EXPECT_LT(voxels, n / 2) << "too few queries share a voxel to tell visits from queries";
+  ASSERT_EQ(announced.size(), n - SortedGrid::kAhead);
+  for (size_t a = 0; a < announced.size(); ++a) {
+    ASSERT_EQ(announced[a], order[a + SortedGrid::kAhead]) << a;
+    EXPECT_LE(visited_when_announced[a], a) << "announced after fewer than kAhead queries " << a;
   }
 }
 
