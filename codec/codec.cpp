@@ -759,9 +759,15 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   const double select_m = params.select_factor * (tol - kMarginM);
   std::vector<uint8_t> explained;
   CandidateMarks marks;
+  // The classification also ends the first gap test (below) for the points with a candidate
+  // within gap_m among those it looks at, where its neighbourhood lies within the test's: on
+  // KITTI 00 at T = 0.05 to 0.4, 87-89% of the points the test marks, 60-73% of those it tests.
+  const bool known_near = params.gap_factor > 0 && gap_nb >= nb;
+  std::vector<uint8_t> near_known;
   DV_RETURN_IF_ERROR(ClassifyPoints(params.backend, pts, RigidOf(R, t), grid.get(), &cand.index,
                                     cand.sensor, res, nb, bound2, select_m * select_m, &explained,
-                                    &marks, params.threads));
+                                    &marks, params.threads, gap_m * gap_m,
+                                    known_near ? &near_known : nullptr));
   lap("classification");
   // The models' start: the map's priors, or in training the states so far. A trial coding of the
   // gap class leaves its models' end states in its own copy (in training), and the kept one's
@@ -797,12 +803,14 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   auto code_cells = [&]() -> Status {
     std::vector<Eigen::Vector3f> unexplained;
     std::vector<float> unexplained_i;
+    std::vector<uint8_t> unexplained_known;
     for (size_t i = 0; i < pts.size(); ++i) {
       if (explained[i]) {
         ++rep->explained_points;
       } else {
         unexplained.push_back(pts[i]);
         unexplained_i.push_back(inten[i]);
+        if (known_near) unexplained_known.push_back(near_known[i]);
       }
     }
     // The decoder never repeats the gap test: it reads which octree a cell is in.
@@ -811,7 +819,8 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     if (params.gap_factor > 0) {
       DV_RETURN_IF_ERROR(MarkNearCandidates(params.backend, unexplained, RigidOf(R, t), grid.get(),
                                             &cand.index, cand.sensor, res, gap_nb, gap_m * gap_m,
-                                            &near_map, std::max(params.threads - 1, 1)));
+                                            &near_map, std::max(params.threads - 1, 1),
+                                            known_near ? &unexplained_known : nullptr));
       MarkOnMapSurface(unexplained, cand, gap_m, &near_map);
     }
     std::vector<Eigen::Vector3f> residual, gap;

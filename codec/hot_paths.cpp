@@ -101,8 +101,10 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       [[maybe_unused]] const VoxelHash* index,
                       const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m, int nb,
                       double bound2, double select2, std::vector<uint8_t>* explained,
-                      CandidateMarks* marks, int threads) {
+                      CandidateMarks* marks, int threads, double near2,
+                      std::vector<uint8_t>* near_out) {
   explained->assign(pts.size(), 0);
+  if (near_out) near_out->assign(pts.size(), 0);
   for (std::vector<uint8_t>* m : {&marks->nearest, &marks->close, &marks->within}) {
     m->assign(candidate_sensor.size(), 0);
   }
@@ -185,7 +187,14 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                                  &best, &best_d2, &second, &second_d2);
             }
           }
-          if (best >= 0) m.nearest[size_t(best)] = 1;
+          if (best >= 0) {
+            m.nearest[size_t(best)] = 1;
+          } else if (near_out) {
+            // The first gap test's, on what is already here: most of its points end it here.
+            uint8_t any = 0;
+            for (size_t a = 0; a < n; ++a) any |= uint8_t(d2[a] <= near2);
+            (*near_out)[i] = any;
+          }
           (*explained)[i] = best >= 0;
           marks->point_nearest[i] = best;
           marks->point_second[i] = second;
@@ -206,7 +215,37 @@ Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& p
                           const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                           [[maybe_unused]] const VoxelHash* index,
                           const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m,
-                          int nb, double bound2, std::vector<uint8_t>* near, int threads) {
+                          int nb, double bound2, std::vector<uint8_t>* near, int threads,
+                          const std::vector<uint8_t>* known) {
+  if (known) {
+    if (known->size() != pts.size()) {
+      return Status::InvalidArgument("near candidates: " + std::to_string(known->size()) +
+                                     " known marks for " + std::to_string(pts.size()) + " points");
+    }
+    // The others alone are searched, then put back in place.
+    std::vector<Eigen::Vector3f> rest;
+    std::vector<uint32_t> from;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      if ((*known)[i]) continue;
+      rest.push_back(pts[i]);
+      from.push_back(uint32_t(i));
+    }
+    std::vector<uint8_t> rest_near;
+    DV_RETURN_IF_ERROR(MarkNearCandidates(backend, rest, T_map_sensor, grid, index,
+                                          candidate_sensor, voxel_m, nb, bound2, &rest_near,
+                                          threads));
+    // A known point is marked as the search would mark it: only where its key leaves room for
+    // nb voxels around it (ClassifyPoints' smaller nb leaves room at keys where this one does not).
+    near->assign(pts.size(), 0);
+    for (size_t i = 0; i < pts.size(); ++i) {
+      if (!(*known)[i]) continue;
+      const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+      int32_t k[3];
+      (*near)[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, k);
+    }
+    for (size_t k = 0; k < from.size(); ++k) (*near)[from[k]] = rest_near[k];
+    return Status::Ok();
+  }
   near->assign(pts.size(), 0);
   if (backend == Backend::kCuda) {
 #ifdef DEJAVIEW_HAVE_CUDA

@@ -71,22 +71,29 @@ void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
 // candidates and cleared first). The CPU finds the candidates around a point in `grid`, a
 // SortedGrid of their voxels' keys with max_nb >= nb, the CUDA backend in their hash, `index`;
 // each backend may leave the other's null. The CPU splits the points over up to `threads` threads
-// and gives the same marks with any number.
+// and gives the same marks with any number. With `near`, the CPU also sets near[i] = 1 for each
+// unexplained point with one of the candidates it looked at within sqrt(near2) (the CUDA backend
+// sets none): points MarkNearCandidates with bound2 = near2 and an nb of at least this one would
+// mark, which it can take as `known` and leave out of its search.
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                       const VoxelHash* index, const std::vector<Eigen::Vector3f>& candidate_sensor,
                       double voxel_m, int nb, double bound2, double select2,
-                      std::vector<uint8_t>* explained, CandidateMarks* marks, int threads = 1);
+                      std::vector<uint8_t>* explained, CandidateMarks* marks, int threads = 1,
+                      double near2 = 0, std::vector<uint8_t>* near = nullptr);
 
 // Encode's first gap test, for the points ClassifyPoints left unexplained: near[i] = 1 when some
 // candidate whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor pts[i] has
 // its representative within sqrt(bound2) of pts[i]. An existence test, free of order: both
 // backends give the same marks by construction. grid / index / threads as for ClassifyPoints.
+// With `known`, the points with known[i] = 1 are marked without a search: the caller vouches that
+// the test holds for them (ClassifyPoints' `near`).
 Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                           const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                           const VoxelHash* index,
                           const std::vector<Eigen::Vector3f>& candidate_sensor, double voxel_m,
-                          int nb, double bound2, std::vector<uint8_t>* near, int threads = 1);
+                          int nb, double bound2, std::vector<uint8_t>* near, int threads = 1,
+                          const std::vector<uint8_t>* known = nullptr);
 
 // DeriveCandidates' projection: each voxel's representative in the sensor frame (as float, as
 // the decoder emits it), its range, its cell in `grid` (-1 outside), and per cell the nearest

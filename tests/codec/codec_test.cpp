@@ -747,6 +747,65 @@ TEST_F(StreetMap, ClassificationOnThreadsMarksWhatOneThreadMarks) {
             std::count(near[0].begin(), near[0].end(), 0));
 }
 
+// The classification's near marks end the first gap test for the points they mark: every one is
+// a point the test's own search marks, and the test given them marks what it marks without them,
+// on the unexplained points as the encoder gives them, with one thread and with three.
+TEST_F(StreetMap, ClassificationNearMarksEndTheFirstGapTestAsItsSearchWould) {
+  const Pose truth = test::StreetPose(2);
+  const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
+  const double gap2 = 4 * bound * bound;
+  const SortedGrid grid(VoxelKeys(cand.voxels), 2, 0);
+  const kernels::Rigid T = RigidOf(truth.linear(), truth.translation());
+  for (int threads : {1, 3}) {
+    std::vector<uint8_t> explained, known;
+    CandidateMarks marks;
+    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 1,
+                               bound * bound, select * select, &explained, &marks, threads, gap2,
+                               &known)
+                    .ok());
+    ASSERT_EQ(known.size(), frame.size());
+    std::vector<Eigen::Vector3f> unexplained;
+    std::vector<uint8_t> unexplained_known;
+    for (size_t i = 0; i < frame.size(); ++i) {
+      if (explained[i]) {
+        EXPECT_EQ(known[i], 0) << "an explained point is no gap point: " << i;
+        continue;
+      }
+      unexplained.push_back(frame.xyz[i]);
+      unexplained_known.push_back(known[i]);
+    }
+    std::vector<uint8_t> searched, given;
+    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, unexplained, T, &grid, nullptr, cand.sensor, res,
+                                   2, gap2, &searched, threads)
+                    .ok());
+    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, unexplained, T, &grid, nullptr, cand.sensor, res,
+                                   2, gap2, &given, threads, &unexplained_known)
+                    .ok());
+    EXPECT_EQ(given, searched) << threads << " threads";
+    size_t n_known = 0, n_searched = 0;
+    for (size_t u = 0; u < unexplained.size(); ++u) {
+      if (unexplained_known[u]) {
+        EXPECT_EQ(searched[u], 1) << "point " << u;
+      }
+      n_known += unexplained_known[u];
+      n_searched += searched[u];
+    }
+    // The marks end the test for some of its points and leave others to the search.
+    EXPECT_GT(n_known, 0u);
+    EXPECT_LE(n_known, n_searched);
+    EXPECT_GT(unexplained.size(), n_known);
+  }
+  std::vector<uint8_t> near;
+  const std::vector<uint8_t> short_known(3, 1);
+  EXPECT_EQ(MarkNearCandidates(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 2,
+                               gap2, &near, 1, &short_known)
+                .message(),
+            "near candidates: 3 known marks for " + std::to_string(frame.size()) + " points");
+}
+
 // The encoder leaves close free bits (within the selection radius of a point, no point's nearest)
 // out where their models favour 0 and selects no other free bit; whatever it chooses, the decoder
 // reads the same bits, every nearest is selected and nothing outside every point's bound is.
