@@ -43,10 +43,17 @@ void ForEachPointVoxel(const std::vector<Eigen::Vector3f>& pts, const kernels::R
                        const SortedGrid& grid, double voxel_m, int nb, int threads, Visit&& visit) {
   std::vector<int32_t> keys(3 * pts.size());
   std::vector<uint8_t> fits(pts.size());
-  for (size_t i = 0; i < pts.size(); ++i) {
-    const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
-    fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
-  }
+  // The keys in as many parts as there will be runs: 1.20 -> 0.77 ms a frame on two threads
+  // (KITTI 00, T = 0.1, in-process, alternating).
+  const size_t n = pts.size();
+  const int parts = int(
+      std::max<size_t>(1, std::min<size_t>(size_t(std::max(threads, 1)), n / SortedGrid::kMinRun)));
+  ForkJoin(parts, [&](int r) {
+    for (size_t i = n * size_t(r) / size_t(parts); i < n * size_t(r + 1) / size_t(parts); ++i) {
+      const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+      fits[i] = kernels::NeighbourhoodKey(T_map_sensor, p, voxel_m, nb, &keys[3 * i]);
+    }
+  });
   grid.ForEachVoxelInRuns(keys, fits, nb, threads, visit,
                           [&](uint32_t i) { __builtin_prefetch(pts[i].data()); });
 }
