@@ -162,7 +162,9 @@ class TieredServer : public ::testing::Test {
     zmq::context_t ctx(1);
     Uploader up(&ctx, endpoint);
     for (size_t b = 0; b * kBatch < kFrames; ++b) ASSERT_GE(up.Send(records_, b), 0);
-    ASSERT_TRUE(test::WaitUntil([&] { return Bucket().size() == kFrames; }));
+    ASSERT_TRUE(test::WaitUntil([&] { return Bucket().size() == kFrames; }))
+        << Bucket().size() << " of " << kFrames
+        << " objects copied; the server's log: " << test::ReadTrimmed(dir_ + "/" + name + ".log");
     server->Signal(SIGTERM);
     EXPECT_EQ(server->Wait(), 0);
   }
@@ -240,17 +242,21 @@ TEST_F(TieredServer, ExportKilledMidwayRerunsToTheCompleteIdenticalOutput) {
                                     "--seed",         "3",
                                     "--tiers",        "remote"};
   };
+  // Each step's failure says what the export logged: this test failed once in a full ctest -j2
+  // run whose output was lost, and passed in 40 runs since.
+  const std::string log_a = dir_ + "/export-a.log", log_b = dir_ + "/export-b.log";
   {
-    test::Process killed(export_to(dir_ + "/a"), dir_ + "/export-a.log");
-    ASSERT_TRUE(test::WaitUntil([&] { return fs::exists(dir_ + "/a/batch-000001.dvxb"); }));
+    test::Process killed(export_to(dir_ + "/a"), log_a);
+    ASSERT_TRUE(test::WaitUntil([&] { return fs::exists(dir_ + "/a/batch-000001.dvxb"); }))
+        << "no second batch; the export's log: " << test::ReadTrimmed(log_a);
     killed.Signal(SIGKILL);
-    ASSERT_EQ(killed.Wait(), 128 + SIGKILL);
+    ASSERT_EQ(killed.Wait(), 128 + SIGKILL) << test::ReadTrimmed(log_a);
   }
   ASSERT_FALSE(fs::exists(dir_ + "/a/frames.txt")) << "the export finished before the kill";
-  test::Process rerun(export_to(dir_ + "/a"), dir_ + "/export-a.log");
-  ASSERT_EQ(rerun.Wait(), 0);
-  test::Process clean(export_to(dir_ + "/b"), dir_ + "/export-b.log");
-  ASSERT_EQ(clean.Wait(), 0);
+  test::Process rerun(export_to(dir_ + "/a"), log_a);
+  ASSERT_EQ(rerun.Wait(), 0) << test::ReadTrimmed(log_a);
+  test::Process clean(export_to(dir_ + "/b"), log_b);
+  ASSERT_EQ(clean.Wait(), 0) << test::ReadTrimmed(log_b);
   const auto a = FolderBytes(dir_ + "/a");
   const auto b = FolderBytes(dir_ + "/b");
   EXPECT_EQ(a.size(), kFrames / 4 + 1);  // the batches and frames.txt
