@@ -1126,8 +1126,9 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   // most three points a selected pair (fill.h): a damaged count reserves no more than that.
   size_t decoded_points = residual.centres.size() + gap.centres.size() + surface.centres.size();
   for (uint8_t s : selected) decoded_points += s;
-  if (const ParsedSection* fs = FindSection(sections, kFill)) {
-    ByteReader fill_reader(fs->data, fs->size);
+  const ParsedSection* fill = FindSection(sections, kFill);
+  if (fill) {
+    ByteReader fill_reader(fill->data, fill->size);
     uint64_t frame_points = 0;
     if (fill_reader.Varint(&frame_points) && frame_points > decoded_points) {
       decoded_points += std::min(size_t(frame_points) - decoded_points, 3 * pairs.size());
@@ -1149,11 +1150,11 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   AppendCells(surface, intensity, 2, &out);
   for (size_t i = 0; i < surface_z.size(); ++i) out.cloud.xyz[first + i].z() = surface_z[i];
   if (h.version >= kVersionFill) {
-    const ParsedSection* fs = FindSection(sections, kFill);
-    if (!fs) return Status::Corruption("delta: missing section fill");
+    if (!fill) return Status::Corruption("delta: missing section fill");
     size_t added = 0;
-    DV_RETURN_IF_ERROR(DecodeFill(fs->data, fs->size, cand, pairs, intensity, &out.cloud, &added)
-                           .WithContext("delta"));
+    DV_RETURN_IF_ERROR(
+        DecodeFill(fill->data, fill->size, cand, pairs, intensity, &out.cloud, &added)
+            .WithContext("delta"));
     out.source.resize(out.cloud.size(), 3);
   }
   return out;
