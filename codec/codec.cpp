@@ -3,12 +3,14 @@
 #include "dejaview/codec/codec.h"
 
 #include <Eigen/Geometry>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <mutex>
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
@@ -34,9 +36,11 @@ constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
 // written, adds the surface sections: gap points on the map's ground profile, coded as 2D cells
 // whose height the decoder reads off the map (SurfaceProfile). Version 7, the one written, starts
 // the models of the map, residual, gap and surface streams from the priors the map carries
-// (TrainPriors), where it carries any.
+// (TrainPriors), where it carries any. Version 8 adds the fill section. Version 9, the one
+// written, codes the map section's bits in parts that decode at once (map_coder.h SelectionCoder).
 constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4,
-                  kVersionRing = 5, kVersionSurface = 6, kVersionPriors = 7, kVersionFill = 8;
+                  kVersionRing = 5, kVersionSurface = 6, kVersionPriors = 7, kVersionFill = 8,
+                  kVersionParts = 9;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {
@@ -220,7 +224,7 @@ QuantPose Quantize(const Pose& T) {
 double CellStep(double bound_m) { return 2 * (bound_m - kMarginM) / std::sqrt(3.0); }
 
 struct Header {
-  uint8_t version = kVersionFill;
+  uint8_t version = kVersionParts;
   uint8_t mode = kModeIntra;
   uint8_t flags = 0;
   uint64_t tolerance_um = 0;
@@ -273,7 +277,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionFill)) {
+  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionParts)) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
@@ -643,6 +647,10 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     return Status::InvalidArgument("encode: threads must be in [1, " +
                                    std::to_string(kMaxEncoderThreads) + "]");
   }
+  if (!(params.selection_parts >= 1 && params.selection_parts <= kMaxSelectionParts)) {
+    return Status::InvalidArgument("encode: selection_parts must be in [1, " +
+                                   std::to_string(kMaxSelectionParts) + "]");
+  }
   if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
   DV_RETURN_IF_ERROR(CheckBackend(params.backend).WithContext("encode"));
   EncodeReport local;
@@ -783,17 +791,34 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   // Priors training codes the map's own frames only for the end states of the models: no fill.
   std::unique_ptr<FillEncoder> fill;
   if (!train) fill = std::make_unique<FillEncoder>(cand, pts, tol - kMarginM);
-  auto code_selection = [&] {
+  // Priors training learns the models' states over whole frames: one part.
+  const int parts = train || h.version < kVersionParts ? 1 : params.selection_parts;
+  SelectionModel model = SelectionModelOf(h.version, start.selection);
+  if (train) model.end = train->selection.data();
+  std::unique_ptr<SelectionCoder> selection;
+  std::once_flag selection_ready;
+  std::vector<std::vector<uint8_t>> part_bits(static_cast<size_t>(parts));
+  std::atomic<int> parts_left{parts};
+  // The coder is set up by the first part to start, beside the cells; whichever thread codes the
+  // last part writes the section and orders the fill's midpoints.
+  auto code_part = [&](int part) {
+    std::call_once(selection_ready, [&] {
+      selection = std::make_unique<SelectionCoder>(cand, model, parts, &selected, !train);
+      selection->SetMarks(marks);
+    });
+    part_bits[size_t(part)] = selection->EncodePart(part);
+    if (parts_left.fetch_sub(1) != 1) return;
     ByteWriter map_section;
     map_section.Varint(radius_dm);
-    SelectionModel model = SelectionModelOf(h.version, start.selection);
-    if (train) model.end = train->selection.data();
-    const std::vector<uint8_t> bits =
-        EncodeSelection(cand, marks, model, &selected, train ? nullptr : &pairs);
-    map_section.Bytes(bits.data(), bits.size());
+    if (h.version >= kVersionParts) {
+      map_section.Varint(uint64_t(parts));
+      for (int p = 0; p + 1 < parts; ++p) map_section.Varint(part_bits[size_t(p)].size());
+    }
+    for (const auto& bits : part_bits) map_section.Bytes(bits.data(), bits.size());
     selection_section = map_section.Take();
     if (!parallel) lap("selection coding");
     if (fill) {
+      selection->TakePairs(&pairs);
       fill->Order(pairs);
       if (!parallel) lap("fill order");
     }
@@ -909,9 +934,16 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     }
     return Status::Ok();
   };
+  // The cells first: on two threads they take as long as the selection's parts together or longer
+  // (KITTI, T <= 0.1), which the other thread codes meanwhile.
   Status cells_coded;
-  RunBoth(
-      parallel, [&] { cells_coded = code_cells(); }, code_selection);
+  RunTasks(params.threads, 1 + parts, [&](int task) {
+    if (task == 0) {
+      cells_coded = code_cells();
+    } else {
+      code_part(task - 1);
+    }
+  });
   DV_RETURN_IF_ERROR(cells_coded);
   if (parallel) lap("gap tests, selection and octree coding");
   for (uint8_t s : selected) rep->selected_voxels += s;
@@ -1061,6 +1093,21 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   if (!r.Varint(&radius_dm) || radius_dm > 100000) {
     return Status::Corruption("delta: bad candidate radius in the map section");
   }
+  // The selection's parts (one before version 9): each part's stream, the last to the end.
+  uint64_t parts = 1;
+  if (h.version >= kVersionParts &&
+      (!r.Varint(&parts) || parts < 1 || parts > kMaxSelectionParts)) {
+    return Status::Corruption("delta: bad part count in the map section");
+  }
+  std::vector<uint64_t> part_size(parts);
+  uint64_t sized = 0;
+  for (uint64_t p = 0; p + 1 < parts; ++p) {
+    if (!r.Varint(&part_size[p]) || part_size[p] > r.remaining() - sized) {
+      return Status::Corruption("delta: bad part length in the map section");
+    }
+    sized += part_size[p];
+  }
+  part_size[parts - 1] = r.remaining() - sized;
   if (h.version >= kVersionPriors)
     DV_RETURN_IF_ERROR(MapPriors(*map, &priors).WithContext("delta"));
   // With threads: the cell sections (residual, gap, surface), which need neither the candidates
@@ -1110,15 +1157,24 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
     }
   };
   const SelectionModel selection_model = SelectionModelOf(h.version, priors.selection);
-  auto read_selection = [&] {
-    if (!selection_read.ok()) return;
-    selection_read = DecodeSelection(cand, r.position(), r.remaining(), selection_model, &selected,
-                                     h.version >= kVersionFill ? &pairs : nullptr)
-                         .WithContext("delta");
-  };
+  SelectionCoder selection(cand, selection_model, int(parts), &selected, h.version >= kVersionFill);
+  std::vector<Status> part_read(parts);
   // The profile's cost is mostly binning the candidates (1.3 ms at T = 0.1 on KITTI 00), whatever
-  // the number of surface cells.
-  RunBoth(threads > 1 && !surface.centres.empty(), read_selection, place_surface);
+  // the number of surface cells; it goes first, and the other thread takes the first part.
+  const bool beside = !surface.centres.empty();
+  if (selection_read.ok()) {
+    RunTasks(threads, int(parts) + beside, [&](int task) {
+      if (beside && task == 0) return place_surface();
+      const size_t p = size_t(task - beside);
+      const uint8_t* stream = r.position();
+      for (size_t q = 0; q < p; ++q) stream += part_size[q];
+      part_read[p] = selection.DecodePart(int(p), stream, part_size[p]).WithContext("delta");
+    });
+  }
+  for (const Status& s : part_read) {
+    if (selection_read.ok()) selection_read = s;
+  }
+  if (selection_read.ok()) selection.TakePairs(&pairs);
   DV_RETURN_IF_ERROR(selection_read);
   DV_RETURN_IF_ERROR(cells_read);
   // The frame's points in one allocation: growing the arrays point by point cost 0.75 ms a frame

@@ -121,11 +121,12 @@ namespace {
 // (BENCHMARK.md).
 class RingStates {
  public:
-  // h_[0] is the range of "no neighbour" (index -1): infinitely far, never selected.
-  explicit RingStates(const Candidates& c) : h_(c.sensor.size() + 1) {
-    h_[0] = HUGE_VALF;
+  // h[0] is the range of "no neighbour" (index -1): infinitely far, never selected (the
+  // caller's). Each part fills h[begin + 1, end + 1) of the storage the parts share, and reads
+  // and marks only there.
+  RingStates(const Candidates& c, size_t begin, size_t end, float* h) : h_(h) {
     // The sum in double and the square root exactly rounded: the same on every machine.
-    for (size_t i = 0; i < c.sensor.size(); ++i) {
+    for (size_t i = begin; i < end; ++i) {
       const double x = c.sensor[i].x(), y = c.sensor[i].y();
       h_[i + 1] = float(std::sqrt(x * x + y * y));
     }
@@ -133,9 +134,9 @@ class RingStates {
   // The state of candidate i, all candidates before it marked; nb as RingStateScalar's.
   int Get(const int32_t nb[kPaddedOffsets], size_t i) const {
 #ifdef __SSE2__
-    return RingStateSse2(h_.data() + 1, nb, i);
+    return RingStateSse2(h_ + 1, nb, i);
 #else
-    return RingStateScalar(h_.data() + 1, nb, i);
+    return RingStateScalar(h_ + 1, nb, i);
 #endif
   }
   // Candidate i's bit, once coded: the sign of its range.
@@ -144,7 +145,7 @@ class RingStates {
   }
 
  private:
-  std::vector<float> h_;  // h_[i + 1]: candidate i's horizontal range; sign bit: selected
+  float* h_;  // h_[i + 1]: candidate i's horizontal range; sign bit: selected
 };
 
 // Versions 1 to 4's neighbour context, from the face neighbours: kFaceStates, the state of each
@@ -289,10 +290,12 @@ constexpr int kTileMask = maps::kTileVoxels - 1;
 constexpr size_t kPlaneCells = size_t(maps::kTileVoxels) * maps::kTileVoxels;
 }  // namespace
 
-CausalNeighbours::CausalNeighbours(const Candidates& c)
+CausalNeighbours::CausalNeighbours(const Candidates& c, size_t begin)
     : v_(c.voxels),
       prev_(kPlaneCells, -1),
       cur_(kPlaneCells, -1),
+      prev_begin_(int32_t(begin)),
+      cur_begin_(int32_t(begin)),
       top_(kPlaneCells, -1),
       below_(kPlaneCells, -1) {
   static_assert(maps::kTileVoxels == 1 << kTileBits, "tile arithmetic: shifts and masks");
@@ -433,54 +436,6 @@ void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
 
 namespace {
 
-// The selection bits in candidate order, each with its context: code(model, i) codes candidate
-// i's bit (or decodes it into `selected`) and returns it. `selected` holds the bits before i.
-// With `pairs`, lists the selected neighbour pairs (SelectedPair) as it goes.
-template <typename Code>
-void CodeSelection(const Candidates& c, const SelectionModel& model,
-                   const std::vector<uint8_t>& selected, std::vector<SelectedPair>* pairs,
-                   Code&& code) {
-  auto ctx = std::make_unique<SelectionContexts>();
-  if (model.start) ctx->Load(model.start);
-  CausalNeighbours around(c);
-  int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-  // Branch-free: every neighbour is written and the count moves on by its bit, read from a copy
-  // of the bits shifted by one so that "no neighbour" (-1) reads a 0. A test and push_back per
-  // neighbour took 2.3 ms longer a frame (KITTI 00, T = 0.1: 280k pairs).
-  std::vector<uint8_t> shifted(pairs ? c.voxels.size() + 1 : 0, 0);
-  size_t listed = 0;
-  auto list = [&](size_t i) {
-    shifted[i + 1] = 1;
-    if (listed + kCausalOffsets > pairs->size()) {
-      pairs->resize(std::max(2 * pairs->size(), listed + size_t(1 << 16)));
-    }
-    SelectedPair* p = pairs->data() + listed;
-    for (int o = 0; o < kCausalOffsets; ++o) {
-      *p = {uint32_t(i), uint32_t(nb[o]), uint8_t(o)};
-      const int in = shifted[size_t(nb[o] + 1)];
-      p += in;
-      listed += size_t(in);
-    }
-  };
-  if (model.neighbours == NeighbourContext::kRingNeighbours) {
-    RingStates ring(c);
-    for (size_t i = 0; i < c.voxels.size(); ++i) {
-      around.Next(i, nb);
-      const int bit = code(ctx->Get(c.context[i], ring.Get(nb, i)), i);
-      ring.Mark(i, bit);
-      if (bit && pairs) list(i);
-    }
-  } else {
-    for (size_t i = 0; i < c.voxels.size(); ++i) {
-      around.Next(i, nb);
-      const int bit = code(ctx->Get(c.context[i], FaceState(model.neighbours, nb, selected)), i);
-      if (bit && pairs) list(i);
-    }
-  }
-  if (pairs) pairs->resize(listed);
-  if (model.end) ctx->Store(model.end);
-}
-
 // A close free bit (a candidate within select_factor x T of a point that is no point's nearest)
 // is left out when its model gives 0 a probability above 0.6, in units of 2^-16: a predicted bit
 // costs less than half a bit, an unpredicted one more than one. The other free bits (within T of
@@ -497,67 +452,179 @@ constexpr uint32_t kCoverOdds = 17 * 65536 / 20;
 
 }  // namespace
 
-std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& marks,
-                                     const SelectionModel& model, std::vector<uint8_t>* selected,
-                                     std::vector<SelectedPair>* pairs) {
-  RangeEncoder rc(model.adaptation);
+SelectionCoder::SelectionCoder(const Candidates& c, const SelectionModel& model, int parts,
+                               std::vector<uint8_t>* selected, bool list_pairs)
+    : c_(c),
+      model_(model),
+      parts_(std::clamp(parts, 1, kMaxSelectionParts)),
+      selected_(*selected),
+      pairs_(size_t(parts_)) {
   const size_t n = c.voxels.size();
-  selected->assign(n, 0);
-  // The points each candidate is the nearest of (counting sort by candidate), and the candidates
-  // that must be selected because a nearest before them was left out.
-  std::vector<int32_t> start(n + 1, 0), points;
+  selected_.assign(n, 0);
+  // Left for each part to fill its own range: on one thread these were 6 bytes a candidate
+  // cleared before any part could start (9 MB on KITTI 00 at T = 0.05).
+  if (model.neighbours == NeighbourContext::kRingNeighbours) {
+    h_.reset(new float[n + 1]);
+    h_[0] = HUGE_VALF;
+  }
+  if (list_pairs) {
+    shifted_.reset(new uint8_t[n + 1]);
+    shifted_[0] = 0;
+  }
+}
+
+SelectionCoder::~SelectionCoder() = default;
+
+std::pair<size_t, size_t> SelectionCoder::Range(int part) const {
+  const size_t n = c_.voxels.size();
+  return {n * size_t(part) / size_t(parts_), n * size_t(part + 1) / size_t(parts_)};
+}
+
+// The selection bits of one part in candidate order, each with its context: code(model, i) codes
+// candidate i's bit (or decodes it into `selected_`) and returns it. With pairs, lists the
+// selected neighbour pairs (SelectedPair) as it goes.
+template <typename Code>
+void SelectionCoder::CodePart(int part, Code&& code) {
+  const auto [begin, end] = Range(part);
+  auto ctx = std::make_unique<SelectionContexts>();
+  if (model_.start) ctx->Load(model_.start);
+  CausalNeighbours around(c_, begin);
+  int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  // Branch-free: every neighbour is written and the count moves on by its bit, read from a copy
+  // of the bits shifted by one so that "no neighbour" (-1) reads a 0. A test and push_back per
+  // neighbour took 2.3 ms longer a frame (KITTI 00, T = 0.1: 280k pairs).
+  std::vector<SelectedPair>& pairs = pairs_[size_t(part)];
+  const bool listing = shifted_ != nullptr;
+  if (listing) std::fill(&shifted_[begin + 1], &shifted_[end + 1], uint8_t(0));
+  size_t listed = 0;
+  auto list = [&](size_t i) {
+    shifted_[i + 1] = 1;
+    if (listed + kCausalOffsets > pairs.size()) {
+      pairs.resize(std::max(2 * pairs.size(), listed + size_t(1 << 16)));
+    }
+    SelectedPair* p = pairs.data() + listed;
+    for (int o = 0; o < kCausalOffsets; ++o) {
+      *p = {uint32_t(i), uint32_t(nb[o]), uint8_t(o)};
+      const int in = shifted_[size_t(nb[o] + 1)];
+      p += in;
+      listed += size_t(in);
+    }
+  };
+  if (model_.neighbours == NeighbourContext::kRingNeighbours) {
+    RingStates ring(c_, begin, end, h_.get());
+    for (size_t i = begin; i < end; ++i) {
+      around.Next(i, nb);
+      const int bit = code(ctx->Get(c_.context[i], ring.Get(nb, i)), i);
+      ring.Mark(i, bit);
+      if (bit && listing) list(i);
+    }
+  } else {
+    for (size_t i = begin; i < end; ++i) {
+      around.Next(i, nb);
+      const int bit = code(ctx->Get(c_.context[i], FaceState(model_.neighbours, nb, selected_)), i);
+      if (bit && listing) list(i);
+    }
+  }
+  pairs.resize(listed);
+  if (model_.end && part == parts_ - 1) ctx->Store(model_.end);
+}
+
+void SelectionCoder::SetMarks(const CandidateMarks& marks) {
+  marks_ = &marks;
+  const size_t n = c_.voxels.size();
+  // The points each candidate is the nearest of (counting sort by candidate).
+  start_.assign(n + 1, 0);
   // Marks without each point's second (a caller's own) leave every nearest in.
   const bool seconds = marks.point_second.size() == marks.point_nearest.size();
   for (int32_t b : marks.point_nearest) {
-    if (b >= 0 && seconds) ++start[size_t(b) + 1];
+    if (b >= 0 && seconds) ++start_[size_t(b) + 1];
   }
-  for (size_t k = 1; k <= n; ++k) start[k] += start[k - 1];
-  points.resize(size_t(start[n]));
-  std::vector<int32_t> fill(start.begin(), start.end() - 1);
+  for (size_t k = 1; k <= n; ++k) start_[k] += start_[k - 1];
+  points_.resize(size_t(start_[n]));
+  std::vector<int32_t> fill(start_.begin(), start_.end() - 1);
   for (size_t p = 0; seconds && p < marks.point_nearest.size(); ++p) {
     const int32_t b = marks.point_nearest[p];
-    if (b >= 0) points[size_t(fill[size_t(b)]++)] = int32_t(p);
+    if (b >= 0) points_[size_t(fill[size_t(b)]++)] = int32_t(p);
   }
-  std::vector<uint8_t> needed(n, 0);
+  needed_.assign(n, 0);
+}
+
+std::vector<uint8_t> SelectionCoder::EncodePart(int part) {
+  const CandidateMarks& marks = *marks_;
+  const auto [begin, end] = Range(part);
+  RangeEncoder rc(model_.adaptation);
+  std::vector<uint8_t>& selected = selected_;
   // Whether each point candidate i is the nearest of has a second that is selected (coded before
-  // i) or still to come.
-  auto covered = [&](size_t i) {
-    for (int32_t k = start[i]; k < start[i + 1]; ++k) {
-      const int32_t s = marks.point_second[size_t(points[size_t(k)])];
-      if (s < 0 || (size_t(s) < i && !(*selected)[size_t(s)])) return false;
+  // i) or still to come, in this part: another part's bits are not this one's to read or set.
+  auto covered = [&, begin = begin, end = end](size_t i) {
+    for (int32_t k = start_[i]; k < start_[i + 1]; ++k) {
+      const int32_t s = marks.point_second[size_t(points_[size_t(k)])];
+      if (s < int32_t(begin) || size_t(s) >= end || (size_t(s) < i && !selected[size_t(s)])) {
+        return false;
+      }
     }
-    return start[i] < start[i + 1];
+    return start_[i] < start_[i + 1];
   };
-  CodeSelection(c, model, *selected, pairs, [&](BitModel* m, size_t i) {
+  CodePart(part, [&](BitModel* m, size_t i) {
     int bit = marks.nearest[i] || marks.close[i];
     if (bit && !marks.nearest[i] && m->p > kDropOdds) bit = 0;
-    if (needed[i]) {
+    if (needed_[i]) {
       bit = 1;
     } else if (marks.nearest[i] && m->p > kCoverOdds && covered(i)) {
       bit = 0;
-      for (int32_t k = start[i]; k < start[i + 1]; ++k) {
-        const int32_t s = marks.point_second[size_t(points[size_t(k)])];
-        if (size_t(s) > i) needed[size_t(s)] = 1;
+      // The candidates that must be selected because a nearest before them was left out.
+      for (int32_t k = start_[i]; k < start_[i + 1]; ++k) {
+        const int32_t s = marks.point_second[size_t(points_[size_t(k)])];
+        if (size_t(s) > i) needed_[size_t(s)] = 1;
       }
     }
     rc.Encode(m, bit);
-    (*selected)[i] = uint8_t(bit);
+    selected[i] = uint8_t(bit);
     return bit;
   });
   return rc.Finish();
 }
 
-Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
-                       const SelectionModel& model, std::vector<uint8_t>* selected,
-                       std::vector<SelectedPair>* pairs) {
-  RangeDecoder rc(data, size, model.adaptation);
-  selected->assign(c.voxels.size(), 0);
-  CodeSelection(c, model, *selected, pairs, [&](BitModel* m, size_t i) {
+Status SelectionCoder::DecodePart(int part, const uint8_t* data, size_t size) {
+  RangeDecoder rc(data, size, model_.adaptation);
+  std::vector<uint8_t>& selected = selected_;
+  CodePart(part, [&](BitModel* m, size_t i) {
     const int bit = rc.Decode(m);
-    (*selected)[i] = uint8_t(bit);
+    selected[i] = uint8_t(bit);
     return bit;
   });
   if (rc.overrun() > 0) return Status::Corruption("map section truncated");
+  return Status::Ok();
+}
+
+void SelectionCoder::TakePairs(std::vector<SelectedPair>* pairs) {
+  pairs->clear();
+  if (parts_ == 1) {
+    pairs->swap(pairs_[0]);
+    return;
+  }
+  size_t total = 0;
+  for (const auto& p : pairs_) total += p.size();
+  pairs->reserve(total);
+  for (const auto& p : pairs_) pairs->insert(pairs->end(), p.begin(), p.end());
+}
+
+std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& marks,
+                                     const SelectionModel& model, std::vector<uint8_t>* selected,
+                                     std::vector<SelectedPair>* pairs) {
+  SelectionCoder coder(c, model, 1, selected, pairs != nullptr);
+  coder.SetMarks(marks);
+  std::vector<uint8_t> bits = coder.EncodePart(0);
+  if (pairs) coder.TakePairs(pairs);
+  return bits;
+}
+
+Status DecodeSelection(const Candidates& c, const uint8_t* data, size_t size,
+                       const SelectionModel& model, std::vector<uint8_t>* selected,
+                       std::vector<SelectedPair>* pairs) {
+  SelectionCoder coder(c, model, 1, selected, pairs != nullptr);
+  DV_RETURN_IF_ERROR(coder.DecodePart(0, data, size));
+  if (pairs) coder.TakePairs(pairs);
   return Status::Ok();
 }
 

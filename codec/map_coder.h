@@ -6,6 +6,8 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "dejaview/base/pose.h"
@@ -88,10 +90,11 @@ constexpr int kFaceX = 4, kFaceY = 10, kFaceZ = 12;
 
 // For each candidate in turn, the index of its neighbour at each causal offset when that
 // neighbour is a candidate earlier in the order, else -1: the context of the selection coder.
-// Streams (no table of 13 indices per candidate); Next must be called for 0, 1, 2, ... in turn.
+// Streams (no table of 13 indices per candidate); Next must be called for begin, begin + 1, ...
+// in turn, and candidates before begin are never neighbours (a part of the selection, below).
 class CausalNeighbours {
  public:
-  explicit CausalNeighbours(const Candidates& c);
+  explicit CausalNeighbours(const Candidates& c, size_t begin = 0);
   void Next(size_t i, int32_t out[kCausalOffsets]);
 
  private:
@@ -110,7 +113,7 @@ class CausalNeighbours {
   // slab before is x - 1) and [cur_begin_, i).
   std::vector<int32_t> prev_, cur_;
   int32_t slab_x_ = 0;
-  int32_t prev_begin_ = 0, cur_begin_ = 0;
+  int32_t prev_begin_, cur_begin_;
   // The top layer (local z 255) of the current tile (top_) and of the tile below it (below_,
   // when that tile is the run before: else all -1), by local x * 256 + local y, and the candidates
   // each holds. A tile border in z cuts every wall, tree and car at one height; looked up by
@@ -169,6 +172,50 @@ struct SelectedPair {
   uint32_t later, earlier;
   uint8_t offset;
 };
+// The selection bits in `parts` streams (version 9; one before): part p holds the candidates
+// [n p / parts, n (p + 1) / parts) in their order, its models start at model.start, and its
+// neighbour contexts see only its own candidates (a causal neighbour in an earlier part is "not
+// coded"), so that distinct parts can be coded, or decoded, at once on distinct threads. The
+// encoder leaves a nearest out only where the seconds it rests on are in its part. model.end
+// receives the last part's states. Selected pairs are listed per part, not across parts.
+constexpr int kMaxSelectionParts = 16;
+class SelectionCoder {
+ public:
+  // parts is clamped to [1, kMaxSelectionParts]; *selected receives the bits (it is sized here).
+  SelectionCoder(const Candidates& c, const SelectionModel& model, int parts,
+                 std::vector<uint8_t>* selected, bool list_pairs);
+  ~SelectionCoder();
+  SelectionCoder(const SelectionCoder&) = delete;
+  SelectionCoder& operator=(const SelectionCoder&) = delete;
+  int parts() const { return parts_; }
+  // The encoder: SetMarks once (marks must outlive the coder), then EncodePart for each part.
+  void SetMarks(const CandidateMarks& marks);
+  std::vector<uint8_t> EncodePart(int part);
+  Status DecodePart(int part, const uint8_t* data, size_t size);
+  // The selected pairs of every part, in part order, once every part is coded.
+  void TakePairs(std::vector<SelectedPair>* pairs);
+
+ private:
+  std::pair<size_t, size_t> Range(int part) const;
+  template <typename Code>
+  void CodePart(int part, Code&& code);
+
+  const Candidates& c_;
+  const SelectionModel model_;
+  const int parts_;
+  std::vector<uint8_t>& selected_;
+  // Version 5's ranges (RingStates) and selected_ shifted by one (for listing pairs), each n + 1
+  // long, each part's range filled by the part.
+  std::unique_ptr<float[]> h_;
+  std::unique_ptr<uint8_t[]> shifted_;
+  std::vector<std::vector<SelectedPair>> pairs_;
+  // The encoder's: the frame points each candidate is the nearest of (start_, points_), and the
+  // candidates that must be selected because a nearest before them was left out.
+  const CandidateMarks* marks_ = nullptr;
+  std::vector<int32_t> start_, points_;
+  std::vector<uint8_t> needed_;
+};
+// One part, on the calling thread (the format before version 9).
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& marks,
                                      const SelectionModel& model, std::vector<uint8_t>* selected,
                                      std::vector<SelectedPair>* pairs = nullptr);

@@ -19,6 +19,7 @@
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/fork_join.h"
 #include "dejaview/bench/metrics.h"
 #include "dejaview/sim/simulate.h"
 #include "testutil.h"
@@ -219,6 +220,12 @@ TEST(Codec, RejectsBadParameters) {
     EXPECT_NE(bad.status().message().find("threads"), std::string::npos) << threads;
   }
   p.threads = 1;
+  for (int parts : {0, kMaxSelectionParts + 1}) {
+    p.selection_parts = parts;
+    auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
+    EXPECT_NE(bad.status().message().find("selection_parts"), std::string::npos) << parts;
+  }
+  p.selection_parts = 2;
   PointCloud far;
   far.push_back(Eigen::Vector3f(0, 0, 0), 0);
   far.push_back(Eigen::Vector3f(1e6f, 0, 0), 0);
@@ -894,6 +901,79 @@ TEST_F(StreetMap, SelectionLeavesANearestOutOnlyWhereItsPointsKeepTheirSecond) {
   }
 }
 
+// Version 9's parts of the selection depend on nothing outside them: decoded one by one in
+// reverse order, or all at once on threads, they give the bits the encoder chose and the pairs it
+// listed, and no listed pair crosses a part.
+TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
+  const Pose truth = test::StreetPose(2);
+  const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  const size_t n = cand.voxels.size();
+  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
+  const int nb = int(std::ceil(bound / res));
+  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
+  std::vector<uint8_t> explained;
+  CandidateMarks marks;
+  ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, RigidOf(truth.linear(), truth.translation()),
+                             &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
+                             &explained, &marks)
+                  .ok());
+  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  for (int parts : {2, 5}) {
+    // Part p holds [n p / parts, n (p + 1) / parts).
+    auto part_of = [&](size_t i) {
+      int p = 0;
+      while (n * size_t(p + 1) / size_t(parts) <= i) ++p;
+      return p;
+    };
+    std::vector<uint8_t> chosen;
+    std::vector<SelectedPair> listed;
+    SelectionCoder encoder(cand, model, parts, &chosen, true);
+    encoder.SetMarks(marks);
+    std::vector<std::vector<uint8_t>> streams;
+    for (int p = 0; p < parts; ++p) streams.push_back(encoder.EncodePart(p));
+    encoder.TakePairs(&listed);
+    ASSERT_EQ(chosen.size(), n);
+    ASSERT_GT(listed.size(), 0u);
+    for (const SelectedPair& pair : listed) {
+      EXPECT_EQ(part_of(pair.later), part_of(pair.earlier))
+          << "pair " << pair.later << ", " << pair.earlier << " crosses a part";
+      EXPECT_TRUE(chosen[pair.later] && chosen[pair.earlier]);
+    }
+    for (int threads : {1, parts}) {
+      std::vector<uint8_t> decoded;
+      std::vector<SelectedPair> pairs;
+      SelectionCoder decoder(cand, model, parts, &decoded, true);
+      std::vector<Status> read(size_t(parts), Status::Ok());
+      RunTasks(threads, parts, [&](int t) {
+        const int p = threads == 1 ? parts - 1 - t : t;  // one thread: the last part first
+        read[size_t(p)] =
+            decoder.DecodePart(p, streams[size_t(p)].data(), streams[size_t(p)].size());
+      });
+      for (const Status& r : read) ASSERT_TRUE(r.ok()) << r.ToString();
+      decoder.TakePairs(&pairs);
+      EXPECT_EQ(decoded, chosen) << parts << " parts, " << threads << " threads";
+      ASSERT_EQ(pairs.size(), listed.size());
+      for (size_t k = 0; k < pairs.size(); ++k) {
+        EXPECT_EQ(pairs[k].later, listed[k].later);
+        EXPECT_EQ(pairs[k].earlier, listed[k].earlier);
+        EXPECT_EQ(pairs[k].offset, listed[k].offset);
+      }
+    }
+    // Every explained point keeps a selected candidate within the bound: the nearest left out
+    // only for a second in its own part.
+    for (size_t i = 0; i < frame.size(); ++i) {
+      const int32_t own = marks.point_nearest[size_t(i)];
+      if (own < 0 || chosen[size_t(own)]) continue;
+      const int32_t second = marks.point_second[i];
+      ASSERT_GE(second, 0) << "point " << i;
+      EXPECT_EQ(chosen[size_t(second)], 1) << "point " << i;
+      EXPECT_EQ(part_of(size_t(own)), part_of(size_t(second))) << "point " << i;
+    }
+  }
+}
+
 // The projection (kernels::Project, PortableAtan2) is written with selects and truncation, not
 // branches and floor; the decoder's contexts depend on every bit of it, so it must agree exactly
 // with the definition in docs/delta-format.md, written here the plain way, voxel by voxel.
@@ -1151,7 +1231,7 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     }
     // The split moves unexplained points between the two octrees only.
     const size_t gap_cells = size_t(std::count(dec->source.begin(), dec->source.end(), 2));
-    EXPECT_EQ(bytes[4], 8) << "the encoder writes format version 8";
+    EXPECT_EQ(bytes[4], 9) << "the encoder writes format version 9";
     if (!c.with_map || c.gap_factor == 0) {
       EXPECT_EQ(rep.gap_points, 0u);
       EXPECT_EQ(gap_cells, 0u);
@@ -1521,8 +1601,8 @@ TEST(Codec, RingStateSse2MatchesScalar) {
 #endif
 }
 
-// The bitstream is pinned. The encoder must write the committed version 8 files byte for byte,
-// and every committed file must decode within its bound: the version 1-7 files that earlier
+// The bitstream is pinned. The encoder must write the committed version 9 files byte for byte,
+// and every committed file must decode within its bound: the version 1-8 files that earlier
 // encoders wrote stay, so frames already in spools and stores keep decoding.
 // DEJAVIEW_UPDATE_GOLDEN=1 rewrites the files of the current version (a format change must also
 // bump the format version and keep the older files).
@@ -1541,7 +1621,8 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   // Version 1: no gap sections; 2: gap sections; 3: kCounted models, face-state selection context;
   // 4: causal child-level neighbours in the octree contexts; 5: ring neighbours in the selection
   // contexts; 6: surface sections; 7: selection models start from the map's codec priors (the
-  // version 7 and 8 delta files are coded against the map that carries them); 8: fill section.
+  // version 7 to 9 delta files are coded against the map that carries them); 8: fill section;
+  // 9: the map section's bits in parts (two).
   // golden_delta_v5_nearest_rule.dvd is version 5 as the encoder first wrote it, before it chose
   // free selection bits by their models' odds (map_coder.cpp kAddOdds);
   // golden_delta_v6_every_nearest.dvd version 6 before it left some nearests out (kCoverOdds);
@@ -1563,8 +1644,10 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
                           Golden{"golden_intra_v7.dvd", nullptr, 2, 7},
                           Golden{"golden_delta_v7.dvd", priors.get(), 2, 7},
                           Golden{"golden_delta_v8_free_adds.dvd", priors.get(), 2, 8},
-                          Golden{"golden_intra_v8.dvd", nullptr, 2, 8, true},
-                          Golden{"golden_delta_v8.dvd", priors.get(), 2, 8, true}}) {
+                          Golden{"golden_intra_v8.dvd", nullptr, 2, 8},
+                          Golden{"golden_delta_v8.dvd", priors.get(), 2, 8},
+                          Golden{"golden_intra_v9.dvd", nullptr, 2, 9, true},
+                          Golden{"golden_delta_v9.dvd", priors.get(), 2, 9, true}}) {
     const std::string path = test::FixturePath(g.name);
     if (g.pinned) {
       EncoderParams p;
@@ -1588,7 +1671,7 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
               g.map != nullptr && g.gap_factor > 0)
         << g.name;
     EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), 0.15) << g.name;
-    // Fill points only in version 8 delta frames, and never more points than the original.
+    // Fill points only in version 8 and 9 delta frames, and never more points than the original.
     EXPECT_EQ(std::count(dec->source.begin(), dec->source.end(), 3) > 0,
               g.map != nullptr && g.version >= 8)
         << g.name;
@@ -1635,7 +1718,7 @@ TEST_F(StreetMap, GapSplitHoldsTheBoundOnPerturbedFrames) {
     // Delta frames of version 3 and later always carry the gap sections, empty when the split is
     // off.
     EXPECT_TRUE(has_gap_section);
-    EXPECT_EQ(bytes[4], 8);
+    EXPECT_EQ(bytes[4], 9);
     if (gap_factor == 0) {
       unexplained = rep.residual_points;
       EXPECT_EQ(rep.gap_points, 0u);
@@ -1790,6 +1873,49 @@ TEST_F(StreetMap, FillKeepsTheBoundAndThePointCountAndDamageIsRejected) {
   ExpectCorrupt(s, "delta: fill: trailing bytes");
   ExpectOnlyInDelta(whole, Split(Encode(frame, test::StreetPose(3), {}, p, nullptr).value()),
                     kFillId, "fill", 8, whole.list.back().second);
+}
+
+// Any number of parts keeps the bound and decodes the same on any number of threads; the part
+// count and lengths at the map section's start are checked.
+TEST_F(StreetMap, SelectionPartsRoundTripAndDamageIsRejected) {
+  const double tol = 0.1;
+  const PointCloud frame = test::StreetFrame(test::StreetPose(3), {test::CarAt(5, 3)});
+  EncoderParams p;
+  p.tolerance_m = tol;
+  std::vector<uint8_t> two_parts;
+  for (int parts : {1, 2, 3, kMaxSelectionParts}) {
+    p.selection_parts = parts;
+    EncodeReport rep;
+    std::vector<uint8_t> bytes;
+    auto dec = RoundTrip(frame, test::StreetPose(3), p, map_.get(), &rep, &bytes);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), tol) << parts;
+    for (int threads : {2, 5}) {
+      auto threaded = Decode(bytes.data(), bytes.size(), map_.get(), threads);
+      ASSERT_TRUE(threaded.ok()) << threaded.status().ToString();
+      EXPECT_EQ(threaded->cloud.xyz, dec->cloud.xyz) << parts << " parts, " << threads;
+      EXPECT_EQ(threaded->source, dec->source) << parts << " parts, " << threads;
+    }
+    // radius varint (two bytes for the street's tens of metres), then the part count.
+    const std::vector<uint8_t> map_body = Split(bytes).body(1);
+    ASSERT_GT(map_body.size(), 3u);
+    EXPECT_EQ(map_body[2], parts);
+    if (parts == 2) two_parts = bytes;
+  }
+  const Sections whole = Split(two_parts);
+  ASSERT_EQ(Join(whole), two_parts);
+  Sections s = whole;
+  s.body(1)[2] = 0;
+  ExpectCorrupt(s, "delta: bad part count in the map section");
+  s = whole;
+  s.body(1)[2] = kMaxSelectionParts + 1;
+  ExpectCorrupt(s, "delta: bad part count in the map section");
+  s = whole;
+  s.body(1).resize(5);  // the first part's length now runs past the section's end
+  ExpectCorrupt(s, "delta: bad part length in the map section");
+  s = whole;
+  s.body(1).resize(s.body(1).size() - 40);  // the last part cut short
+  ExpectCorrupt(s, "map section truncated");
 }
 
 }  // namespace

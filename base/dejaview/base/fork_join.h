@@ -1,6 +1,8 @@
 // Fork-join for the encoder's per-frame work: a few independent pieces, each milliseconds long.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -42,6 +44,20 @@ void RunBoth(bool parallel, A&& a, B&& b) {
     } else {
       b();
     }
+  });
+}
+
+// task(0), ..., task(n - 1) on up to `threads` threads: task(0) on the calling thread (put the
+// longest first: its allocations then come from the heap the caller's other work reuses, where
+// on a thread started for it they page-faulted anew each frame), the others each taken in index
+// order by whichever thread is free first. Which thread runs a task is timing; what the tasks
+// write must not depend on it.
+template <typename Fn>
+void RunTasks(int threads, int n, Fn&& task) {
+  std::atomic<int> next{1};
+  ForkJoin(std::max(1, std::min(threads, n)), [&](int piece) {
+    if (piece == 0 && n > 0) task(0);
+    for (int t; (t = next.fetch_add(1)) < n;) task(t);
   });
 }
 

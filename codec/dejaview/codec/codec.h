@@ -54,6 +54,10 @@ struct EncoderParams {
   // cell coding run side by side). The bytes are the same with any number. In [1, 16]: each
   // thread of the classification keeps its own marks of every candidate (about 1 MB at T = 0.1).
   int threads = 1;
+  // The map section's bits are coded in this many parts (version 9), each decodable on a thread
+  // of its own: more parts, more threads for the decoder, and each part's models learn afresh
+  // (docs/delta-format.md). The bytes depend on it, not on threads. In [1, 16].
+  int selection_parts = 2;
 };
 constexpr int kMaxEncoderThreads = 16;
 
