@@ -598,15 +598,14 @@ Status SelectionCoder::DecodePart(int part, const uint8_t* data, size_t size) {
 }
 
 void SelectionCoder::TakePairs(std::vector<SelectedPair>* pairs) {
-  pairs->clear();
-  if (parts_ == 1) {
-    pairs->swap(pairs_[0]);
-    return;
-  }
+  // The first part's list grows into the whole: its spare capacity often holds the rest.
   size_t total = 0;
   for (const auto& p : pairs_) total += p.size();
+  *pairs = std::move(pairs_[0]);
   pairs->reserve(total);
-  for (const auto& p : pairs_) pairs->insert(pairs->end(), p.begin(), p.end());
+  for (size_t k = 1; k < pairs_.size(); ++k) {
+    pairs->insert(pairs->end(), pairs_[k].begin(), pairs_[k].end());
+  }
 }
 
 std::vector<uint8_t> EncodeSelection(const Candidates& c, const CandidateMarks& marks,
