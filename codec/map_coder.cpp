@@ -242,9 +242,8 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
       (*kept)[i] = int32_t(ball.size());
       ball.push_back(around->voxels[i]);
     }
-  } else {  // the box, then filtered in place
-    DV_RETURN_IF_ERROR(map->CollectBox(s.array() - n, s.array() + n, &ball));
-    ball.erase(std::remove_if(ball.begin(), ball.end(), outside), ball.end());
+  } else {
+    DV_RETURN_IF_ERROR(map->CollectBall(s, n, &ball));
   }
   const size_t count = out->voxels.size();
   if (with_index) {

@@ -218,6 +218,39 @@ Status RouteMap::CollectBox(const VoxelKey& lo, const VoxelKey& hi, std::vector<
   return Status::Ok();
 }
 
+Status RouteMap::CollectBall(const VoxelKey& centre, int reach, std::vector<MapVoxel>* out) {
+  const VoxelKey lo = centre.array() - reach, hi = centre.array() + reach;
+  const VoxelKey tlo = TileOf(lo), thi = TileOf(hi);
+  const int64_t r2 = int64_t(reach) * reach;
+  // Squared distances from the centre to the nearest and the farthest key of a tile, per axis.
+  auto axis = [&](int32_t first, int32_t c, int64_t* nearest, int64_t* farthest) {
+    const int64_t a = int64_t(first) - c, b = a + kTileVoxels - 1;
+    const int64_t n = a > 0 ? a : b < 0 ? -b : 0;
+    *nearest += n * n;
+    *farthest += std::max(a * a, b * b);
+  };
+  for (const TileInfo& info : tiles_) {
+    const VoxelKey& t = info.tile;
+    if ((t.array() < tlo.array()).any() || (t.array() > thi.array()).any()) continue;
+    const VoxelKey first = t * kTileVoxels;
+    int64_t nearest = 0, farthest = 0;
+    for (int a = 0; a < 3; ++a) axis(first[a], centre[a], &nearest, &farthest);
+    if (nearest > r2) continue;  // the tile's keys all lie outside: not even loaded
+    DV_ASSIGN_OR_RETURN(Loaded * tile, Tile(t));
+    const std::vector<MapVoxel>& vs = tile->voxels;
+    if (farthest <= r2) {
+      out->insert(out->end(), vs.begin(), vs.end());  // the whole tile is inside: one copy
+      continue;
+    }
+    for (const MapVoxel& v : vs) {
+      const Eigen::Matrix<int64_t, 3, 1> d = (v.key - centre).cast<int64_t>();
+      if (d.squaredNorm() <= r2) out->push_back(v);
+    }
+  }
+  Evict(tlo, thi);
+  return Status::Ok();
+}
+
 Status RouteMap::LoadAround(const Eigen::Vector3d& p_map, double radius_m) {
   const Eigen::Vector3d r = Eigen::Vector3d::Constant(radius_m);
   const VoxelKey tlo = TileOf(KeyOf(p_map - r, resolution_m_));

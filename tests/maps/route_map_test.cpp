@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -64,6 +66,44 @@ TEST(RouteMap, KittiBuildOpenAndRadiusSearchMatchesBruteForce) {
       for (const MapVoxel& v : got) ASSERT_LE((Representative(v, 0.5) - p).norm(), radius);
     }
   }
+}
+
+// CollectBall keeps exactly the voxels of the whole map within the ball, in canonical order:
+// tiles wholly inside (copied whole), cut by the sphere (tested voxel by voxel) and wholly
+// outside (skipped) alike. At 0.1 m a tile is 25.6 m wide, so the 60 m ball holds whole ones.
+TEST(RouteMap, KittiCollectBallIsTheBallOfTheWholeMap) {
+  auto drive = OpenDrive(test::KittiSeq("00"));
+  ASSERT_TRUE(drive.ok()) << drive.status().ToString();
+  const std::string dir = test::ScratchDir() + "/map";
+  BuildOptions opt;
+  opt.resolution_m = 0.1;
+  opt.every = 4;
+  ASSERT_TRUE(BuildMap({*drive}, opt, dir).ok());
+  auto map = OpenMap(dir, 0);
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  const std::vector<MapVoxel> all = AllVoxels(map->get());
+  const VoxelKey origin = KeyOf(drive->poses[4].translation(), 0.1);
+  size_t largest = 0;
+  for (int q = 0; q < 6; ++q) {
+    const VoxelKey centre = origin + VoxelKey(q * 37 - 90, q * 23 - 50, q * 3 - 8);
+    for (int reach : {0, 3, 130, 600}) {
+      std::vector<MapVoxel> got;
+      ASSERT_TRUE((*map)->CollectBall(centre, reach, &got).ok());
+      std::vector<MapVoxel> expected;
+      for (const MapVoxel& v : all) {
+        if ((v.key - centre).cast<int64_t>().squaredNorm() <= int64_t(reach) * reach) {
+          expected.push_back(v);
+        }
+      }
+      ASSERT_EQ(got.size(), expected.size()) << "centre " << q << " reach " << reach;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].key, expected[i].key) << "centre " << q << " reach " << reach;
+        ASSERT_EQ(std::memcmp(&got[i], &expected[i], sizeof(MapVoxel)), 0) << i;
+      }
+      largest = std::max(largest, got.size());
+    }
+  }
+  EXPECT_GT(largest, all.size() / 2);
 }
 
 TEST(RouteMap, TransientObjectsAreDroppedStaticKept) {

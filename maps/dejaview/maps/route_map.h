@@ -46,6 +46,9 @@ class RouteMap {
   // Appends every voxel whose key lies in the box [lo, hi] in canonical order: tiles by key,
   // then voxels by key inside a tile. Loads tiles as needed.
   Status CollectBox(const VoxelKey& lo, const VoxelKey& hi, std::vector<MapVoxel>* out);
+  // The same for the ball of keys k with integer |k - centre|^2 <= reach^2: what CollectBox of its
+  // box keeps after that test, without copying the box's corners first.
+  Status CollectBall(const VoxelKey& centre, int reach, std::vector<MapVoxel>* out);
   // Every representative within radius_m of p (voxel-hash search over the neighbouring voxels).
   Status RadiusSearch(const Eigen::Vector3d& p, double radius_m, std::vector<MapVoxel>* out);
   // What a client derives from this map and keeps from call to call (the encoder's registration
