@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dejaview/base/bytes.h"
+#include "dejaview/base/fork_join.h"
 #include "dejaview/base/kitti.h"
 
 namespace dv::codec {
@@ -162,7 +163,7 @@ bool FillEncoder::NearAny(const Eigen::Vector3f& mf) const {
   return false;
 }
 
-std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
+std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added, int threads) const {
   ByteWriter w;
   w.Varint(points_.size());
   *added = 0;
@@ -170,15 +171,30 @@ std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
   const size_t budget = points_.size() - decoded;
   const std::vector<uint32_t> order = WithQuarterPoints(order_, budget);
   if (order.empty()) return w.Take();
-  // Checked up to where the budget is met: past it the decoder reads no more bits.
-  std::vector<uint8_t> veto(order.size(), 1);
-  for (size_t k = 0, free = 0; k < order.size() && free < budget; ++k) {
+  auto vetoed = [&](size_t k) {
     const SelectedPair& pr = (*pairs_)[order[k] >> 2];
     const Eigen::Vector3f m = FillPoint(cand_, pr, order[k] & 3);
-    const bool kept =
-        NearOwn(pr.later, m.cast<double>()) || NearOwn(pr.earlier, m.cast<double>()) || NearAny(m);
-    veto[k] = !kept;
-    free += kept;
+    return !(NearOwn(pr.later, m.cast<double>()) || NearOwn(pr.earlier, m.cast<double>()) ||
+             NearAny(m));
+  };
+  // Checked up to where the budget is met: past it the decoder reads no more bits. Few points are
+  // vetoed (0.2-0.6% on KITTI at T = 0.05 to 0.2), so the budget is met a little past its own
+  // count: with threads, the points up to there (and a sixteenth more) are checked in parts at
+  // once, then any further ones one by one. Points checked past the end are not coded: the bits
+  // are the same.
+  std::vector<uint8_t> veto(order.size(), 1);
+  size_t checked = 0, free = 0;
+  if (threads > 1) {
+    const size_t ahead = std::min(order.size(), budget + budget / 16 + 256);
+    ForkJoin(threads, [&](int part) {
+      const size_t end = ahead * size_t(part + 1) / size_t(threads);
+      for (size_t j = ahead * size_t(part) / size_t(threads); j < end; ++j) veto[j] = vetoed(j);
+    });
+    for (; checked < ahead && free < budget; ++checked) free += veto[checked] == 0;
+  }
+  for (; checked < order.size() && free < budget; ++checked) {
+    veto[checked] = vetoed(checked);
+    free += veto[checked] == 0;
   }
   RangeEncoder rc(Adaptation::kCounted);
   BitModel models[kFillModels];

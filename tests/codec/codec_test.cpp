@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "fill.h"
 #include "hot_paths.h"
 #include "map_coder.h"
 #include "octree_coder.h"
@@ -970,6 +971,53 @@ TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
       ASSERT_GE(second, 0) << "point " << i;
       EXPECT_EQ(chosen[size_t(second)], 1) << "point " << i;
       EXPECT_EQ(part_of(size_t(own)), part_of(size_t(second))) << "point " << i;
+    }
+  }
+}
+
+// The fill's checks split among threads give the bytes one thread gives: on the whole frame
+// (few fill points vetoed: the budget is met just past its count) and on a frame thinned to one
+// point in 12 (most vetoed: the checks go on one by one past the part done at once).
+TEST_F(StreetMap, FillChecksOnThreadsWriteWhatOneThreadWrites) {
+  const Pose truth = test::StreetPose(2);
+  const PointCloud whole = test::StreetFrame(truth, {test::CarAt(4, 2)});
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
+  const int nb = int(std::ceil(bound / res));
+  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
+  std::vector<uint8_t> explained, selected;
+  CandidateMarks marks;
+  ASSERT_TRUE(ClassifyPoints(Backend::kCpu, whole.xyz, RigidOf(truth.linear(), truth.translation()),
+                             &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
+                             &explained, &marks)
+                  .ok());
+  std::vector<SelectedPair> pairs;
+  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  EncodeSelection(cand, marks, model, &selected, &pairs);
+  ASSERT_GT(pairs.size(), 1000u);
+  std::vector<Eigen::Vector3f> thinned;
+  std::vector<int32_t> thinned_nearest;
+  for (size_t i = 0; i < whole.size(); i += 12) {
+    thinned.push_back(whole.xyz[i]);
+    thinned_nearest.push_back(marks.point_nearest[i]);
+  }
+  using Frame = std::pair<const std::vector<Eigen::Vector3f>*, const std::vector<int32_t>*>;
+  for (const auto& [points, nearest] :
+       {Frame(&whole.xyz, &marks.point_nearest), Frame(&thinned, &thinned_nearest)}) {
+    FillEncoder fill(cand, *points, bound);
+    fill.Index(*nearest);
+    fill.Order(pairs);
+    for (size_t decoded : {size_t(0), points->size() / 2, points->size() - 10}) {
+      size_t added_one = 0;
+      const std::vector<uint8_t> one = fill.Encode(decoded, &added_one, 1);
+      EXPECT_GT(added_one, 0u);
+      for (int threads : {2, 3}) {
+        size_t added = 0;
+        EXPECT_EQ(fill.Encode(decoded, &added, threads), one)
+            << points->size() << " points, " << decoded << " decoded, " << threads << " threads";
+        EXPECT_EQ(added, added_one);
+      }
     }
   }
 }
