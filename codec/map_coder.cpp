@@ -461,7 +461,7 @@ SelectionCoder::SelectionCoder(const Candidates& c, const SelectionModel& model,
   const size_t n = c.voxels.size();
   selected_.assign(n, 0);
   // Left for each part to fill its own range: on one thread these were 6 bytes a candidate
-  // cleared before any part could start (9 MB on KITTI 00 at T = 0.05).
+  // cleared before any part could start (2 MB on KITTI 00 at T = 0.05: 357 k candidates).
   if (model.neighbours == NeighbourContext::kRingNeighbours) {
     h_.reset(new float[n + 1]);
     h_[0] = HUGE_VALF;
