@@ -187,7 +187,6 @@ class SelectionCoder {
   ~SelectionCoder();
   SelectionCoder(const SelectionCoder&) = delete;
   SelectionCoder& operator=(const SelectionCoder&) = delete;
-  int parts() const { return parts_; }
   // The encoder: SetMarks once (marks must outlive the coder), then EncodePart for each part.
   void SetMarks(const CandidateMarks& marks);
   std::vector<uint8_t> EncodePart(int part);

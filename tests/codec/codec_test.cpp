@@ -264,6 +264,29 @@ class StreetMap : public ::testing::Test {
   }
   // A damaged frame (Sections, Join) that the decoder refuses as corrupt, saying `what`; the
   // container's own checks (a section in the wrong kind of frame) fail for `dejaview inspect` too.
+  // The street frame at pose 2 with a car, its candidates in a 60 m ball, and the classification's
+  // marks at a 0.1 m bound (selection radius 0.6 of it): the selection and fill tests' set-up.
+  struct Classified {
+    Pose truth = test::StreetPose(2);
+    PointCloud frame;
+    Candidates cand;
+    CandidateMarks marks;
+    double bound = 0.1 - 1e-4;
+  };
+  void ClassifyStreet(Classified* c) {
+    c->frame = test::StreetFrame(c->truth, {test::CarAt(4, 2)});
+    const Eigen::Matrix3d R = c->truth.linear();
+    const Eigen::Vector3d t = c->truth.translation();
+    ASSERT_TRUE(DeriveCandidates(map_.get(), R, t, 60, &c->cand).ok());
+    const double res = map_->resolution_m(), select = 0.6 * c->bound;
+    const int nb = int(std::ceil(c->bound / res));
+    const SortedGrid grid(VoxelKeys(c->cand.voxels), nb, 0);
+    std::vector<uint8_t> explained;
+    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, c->frame.xyz, RigidOf(R, t), &grid, nullptr,
+                               c->cand.sensor, res, nb, c->bound * c->bound, select * select,
+                               &explained, &c->marks)
+                    .ok());
+  }
   void ExpectCorrupt(const Sections& damaged, const std::string& what) {
     const std::vector<uint8_t> b = Join(damaged);
     auto d = Decode(b.data(), b.size(), map_.get());
@@ -858,19 +881,12 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
 // out only where each of its points keeps its second; every explained point still has a selected
 // candidate within the bound, and nothing outside every point's bound is selected.
 TEST_F(StreetMap, SelectionLeavesANearestOutOnlyWhereItsPointsKeepTheirSecond) {
-  const Pose truth = test::StreetPose(2);
-  const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
-  Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
-  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
-  const int nb = int(std::ceil(bound / res));
-  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
-  std::vector<uint8_t> explained;
-  CandidateMarks marks;
-  ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, RigidOf(truth.linear(), truth.translation()),
-                             &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
-                             &explained, &marks)
-                  .ok());
+  Classified c;
+  ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
+  const PointCloud& frame = c.frame;
+  const Candidates& cand = c.cand;
+  const CandidateMarks& marks = c.marks;
+  const double bound = c.bound;
   std::vector<uint8_t> chosen, decoded;
   const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
   const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &chosen);
@@ -906,20 +922,12 @@ TEST_F(StreetMap, SelectionLeavesANearestOutOnlyWhereItsPointsKeepTheirSecond) {
 // reverse order, or all at once on threads, they give the bits the encoder chose and the pairs it
 // listed, and no listed pair crosses a part.
 TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
-  const Pose truth = test::StreetPose(2);
-  const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
-  Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  Classified c;
+  ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
+  const PointCloud& frame = c.frame;
+  const Candidates& cand = c.cand;
+  const CandidateMarks& marks = c.marks;
   const size_t n = cand.voxels.size();
-  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
-  const int nb = int(std::ceil(bound / res));
-  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
-  std::vector<uint8_t> explained;
-  CandidateMarks marks;
-  ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, RigidOf(truth.linear(), truth.translation()),
-                             &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
-                             &explained, &marks)
-                  .ok());
   const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
   for (int parts : {2, 5}) {
     // Part p holds [n p / parts, n (p + 1) / parts).
@@ -979,19 +987,13 @@ TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
 // (few fill points vetoed: the budget is met just past its count) and on a frame thinned to one
 // point in 12 (most vetoed: the checks go on one by one past the part done at once).
 TEST_F(StreetMap, FillChecksOnThreadsWriteWhatOneThreadWrites) {
-  const Pose truth = test::StreetPose(2);
-  const PointCloud whole = test::StreetFrame(truth, {test::CarAt(4, 2)});
-  Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
-  const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
-  const int nb = int(std::ceil(bound / res));
-  const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
-  std::vector<uint8_t> explained, selected;
-  CandidateMarks marks;
-  ASSERT_TRUE(ClassifyPoints(Backend::kCpu, whole.xyz, RigidOf(truth.linear(), truth.translation()),
-                             &grid, nullptr, cand.sensor, res, nb, bound * bound, select * select,
-                             &explained, &marks)
-                  .ok());
+  Classified c;
+  ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
+  const PointCloud& whole = c.frame;
+  const Candidates& cand = c.cand;
+  const CandidateMarks& marks = c.marks;
+  const double bound = c.bound;
+  std::vector<uint8_t> selected;
   std::vector<SelectedPair> pairs;
   const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
   EncodeSelection(cand, marks, model, &selected, &pairs);
