@@ -93,6 +93,21 @@ DV_HOST_DEVICE inline bool Explains(const float* sensor, int32_t j, const double
   return Dist2(s, p) <= bound2;
 }
 
+// SelectOne's nearest and second alone: they change only where d2 <= bound2.
+DV_HOST_DEVICE inline void KeepNearest(int32_t j, double d2, double bound2, int32_t* best,
+                                       double* best_d2, int32_t* second, double* second_d2) {
+  if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
+    // The one it displaces came first among the nearest so far: it is the nearest of the rest.
+    *second = *best;
+    *second_d2 = *best_d2;
+    *best = j;
+    *best_d2 = d2;
+  } else if (d2 < *second_d2 || (*second < 0 && d2 <= bound2)) {
+    *second = j;
+    *second_d2 = d2;
+  }
+}
+
 // ClassifyPoints' rule for one candidate j at squared distance d2 from a point p: marks j in
 // `within` when d2 <= bound2 and in `close` when d2 <= select2, and keeps in *best (its squared
 // distance in *best_d2) the nearest within sqrt(bound2) so far, the first among equals, and in
@@ -106,16 +121,7 @@ DV_HOST_DEVICE inline void SelectOne(int32_t j, double d2, double bound2, double
   // Every writer stores 1: ORs, free of order.
   if (d2 <= bound2) within[j] = 1;
   if (d2 <= select2) close[j] = 1;
-  if (d2 < *best_d2 || (*best < 0 && d2 <= bound2)) {
-    // The one it displaces came first among the nearest so far: it is the nearest of the rest.
-    *second = *best;
-    *second_d2 = *best_d2;
-    *best = j;
-    *best_d2 = d2;
-  } else if (d2 < *second_d2 || (*second < 0 && d2 <= bound2)) {
-    *second = j;
-    *second_d2 = d2;
-  }
+  KeepNearest(j, d2, bound2, best, best_d2, second, second_d2);
 }
 
 // SelectOne over the candidates `near` (indices into sensor, x y z each) of point p, in order.

@@ -59,11 +59,12 @@ struct Times {
 int main(int argc, char** argv) {
   RetainFreedMemory();  // as the agent and the CLI: freed heap stays for the next frame
   if (argc < 2) {
-    std::fprintf(stderr, "usage: cuda_timing SEQDIR [tolerance_m [encoder threads]]\n");
+    std::fprintf(stderr, "usage: cuda_timing SEQDIR [tolerance_m [encoder threads [repeats]]]\n");
     return 2;
   }
   const double tol = argc > 2 ? std::atof(argv[2]) : 0.2;
   const int threads = argc > 3 ? std::atoi(argv[3]) : 1;
+  const int repeats = argc > 4 ? std::max(1, std::atoi(argv[4])) : 1;
   auto drive = OpenDrive(argv[1]);
   Check(drive.status());
   const std::string mapdir = std::filesystem::temp_directory_path() / "cuda_timing_map";
@@ -151,17 +152,33 @@ int main(int argc, char** argv) {
         for (int it = 0; it < 13; ++it) Check((*search)->Find(source, T, it >= 8, 0.25, &best));
       }));
       EncodeReport rep;
-      t[b].encode.push_back(Ms([&] {
-        auto enc = Encode(*cloud, prior, {i, 0, 0}, p, map->get(), &rep);
-        Check(enc.status());
-        bytes[b] = std::move(*enc);
-      }));
+      // The fastest of `repeats` runs, and each stage's fastest: this machine's speed swings by
+      // a third between runs, and the slow ones are what else ran.
+      double fastest = 0;
+      for (int run = 0; run < repeats; ++run) {
+        EncodeReport r;
+        const double ms = Ms([&] {
+          auto enc = Encode(*cloud, prior, {i, 0, 0}, p, map->get(), &r);
+          Check(enc.status());
+          bytes[b] = std::move(*enc);
+        });
+        fastest = run == 0 ? ms : std::min(fastest, ms);
+        if (run == 0) rep = r;
+        for (size_t k = 0; k < r.stage_ms.size() && k < rep.stage_ms.size(); ++k) {
+          rep.stage_ms[k].second = std::min(rep.stage_ms[k].second, r.stage_ms[k].second);
+        }
+      }
+      t[b].encode.push_back(fastest);
       // Decoding has no CUDA path: the CUDA column decodes on the CPU, one thread.
       StatusOr<DecodedFrame> dec = Status::Ok();
-      t[b].decode.push_back(Ms([&] {
-        dec = Decode(bytes[b].data(), bytes[b].size(), map->get(), columns[b].threads);
-        Check(dec.status());
-      }));
+      for (int run = 0; run < repeats; ++run) {
+        const double ms = Ms([&] {
+          dec = Decode(bytes[b].data(), bytes[b].size(), map->get(), columns[b].threads);
+          Check(dec.status());
+        });
+        if (run == 0) t[b].decode.push_back(ms);
+        t[b].decode.back() = std::min(t[b].decode.back(), ms);
+      }
       decoded[b] = std::move(dec->cloud.xyz);
       for (size_t k = 0; k < rep.stage_ms.size(); ++k) {
         if (k == t[b].stages.size()) t[b].stages.push_back({rep.stage_ms[k].first, {}});
@@ -174,8 +191,10 @@ int main(int argc, char** argv) {
         std::all_of(decoded.begin(), decoded.end(), [&](const auto& x) { return x == decoded[0]; });
   }
 
-  std::printf("%s: %zu frames, tolerance %.2f m, medians in ms (wall clock)\n", argv[1], frames,
-              tol);
+  std::printf(
+      "%s: %zu frames, tolerance %.2f m, medians in ms (wall clock; encode and decode: the\n"
+      "fastest of %d runs a frame)\n",
+      argv[1], frames, tol, repeats);
   std::printf("%-40s", "hot path");
   for (const Column& c : columns) std::printf(" %10s", c.name.c_str());
   std::printf("\n");

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <set>
 
 #include "dejaview/base/kitti.h"
@@ -23,6 +26,36 @@ std::vector<MapVoxel> AllVoxels(RouteMap* map) {
   const VoxelKey big = VoxelKey::Constant(1 << 28);
   EXPECT_TRUE(map->CollectBox(-big, big, &all).ok());
   return all;
+}
+
+// KeyFloor truncates and corrects instead of calling std::floor: the same integer for every
+// double, at the clamp, at integers and either side of them, for NaN, infinities and -0.
+TEST(RouteMap, KeyFloorIsTheClampedFloor) {
+  constexpr double kClamp = double(1 << 30);
+  auto reference = [&](double v) {
+    const double f = std::floor(v);
+    return f >= -kClamp ? (f <= kClamp ? int(f) : int(kClamp)) : -int(kClamp);
+  };
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                std::numeric_limits<double>::quiet_NaN(),
+                                std::numeric_limits<double>::infinity(),
+                                -std::numeric_limits<double>::infinity(),
+                                std::numeric_limits<double>::max(),
+                                std::numeric_limits<double>::lowest(),
+                                std::numeric_limits<double>::denorm_min(),
+                                -std::numeric_limits<double>::denorm_min()};
+  for (double base : {0.0, 1.0, 2.0, 1e3, 1e6, kClamp - 1, kClamp, kClamp + 1, 2 * kClamp, 1e300}) {
+    for (double sign : {1.0, -1.0}) {
+      const double v = sign * base;
+      values.insert(values.end(), {v, std::nextafter(v, -INFINITY), std::nextafter(v, INFINITY),
+                                   v + 0.5, v - 0.5});
+    }
+  }
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-3 * kClamp, 3 * kClamp), small(-300, 300);
+  for (int k = 0; k < 100000; ++k) values.push_back(k % 2 ? u(rng) : small(rng));
+  for (double v : values) EXPECT_EQ(KeyFloor(v), reference(v)) << v;
 }
 
 TEST(RouteMap, KittiBuildOpenAndRadiusSearchMatchesBruteForce) {
