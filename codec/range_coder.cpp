@@ -1,34 +1,7 @@
 #include "dejaview/codec/range_coder.h"
 
 namespace dv::codec {
-namespace {
-
-constexpr uint32_t kTop = 1u << 24;
-
-// The share of range_ that codes a 0.
-uint32_t Bound(uint32_t range, const BitModel& m, Adaptation a) {
-  return a == Adaptation::kShift4 ? (range >> 12) * (m.p >> 4) : (range >> 16) * m.p;
-}
-
-// p stays within [1, 65535] (kCounted) or [15, 4081] x 16 (kShift4), so Bound is never 0 and
-// never the whole range.
-void Adapt(BitModel* m, int bit, Adaptation a) {
-  if (a == Adaptation::kShift4) {
-    uint32_t p = m->p >> 4;
-    p = bit == 0 ? p + ((4096 - p) >> 4) : p - (p >> 4);
-    m->p = uint16_t(p << 4);
-    return;
-  }
-  // The step by uses so far: 1/2 for the first bit, 1/8 up to the 8th, 1/16 up to the 32nd, then
-  // 1/32 (uses saturates at 32).
-  static constexpr uint8_t kShift[33] = {1, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-                                         4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5};
-  const int shift = kShift[m->uses];
-  m->uses = uint8_t(m->uses + (m->uses < 32));
-  m->p = uint16_t(bit == 0 ? m->p + ((65536u - m->p) >> shift) : m->p - (m->p >> shift));
-}
-
-}  // namespace
+using range_detail::kTop;
 
 void RangeEncoder::ShiftLow() {
   // low_ holds 33 significant bits: bit 32 is a carry into the bytes already delayed in cache_.
@@ -43,21 +16,6 @@ void RangeEncoder::ShiftLow() {
   }
   ++cache_size_;
   low_ = (low_ & 0x00ffffffu) << 8;
-}
-
-void RangeEncoder::Encode(BitModel* m, int bit) {
-  const uint32_t bound = Bound(range_, *m, adaptation_);
-  if (bit == 0) {
-    range_ = bound;
-  } else {
-    low_ += bound;
-    range_ -= bound;
-  }
-  Adapt(m, bit, adaptation_);
-  while (range_ < kTop) {
-    range_ <<= 8;
-    ShiftLow();
-  }
 }
 
 void RangeEncoder::EncodeDirect(uint32_t value, int nbits) {
@@ -81,35 +39,6 @@ std::vector<uint8_t> RangeEncoder::Finish() {
 RangeDecoder::RangeDecoder(const uint8_t* data, size_t size, Adaptation adaptation)
     : adaptation_(adaptation), p_(data), end_(data + size) {
   for (int i = 0; i < 4; ++i) code_ = (code_ << 8) | NextByte();
-}
-
-uint8_t RangeDecoder::NextByte() {
-  if (p_ < end_) return *p_++;
-  ++overrun_;
-  return 0;
-}
-
-void RangeDecoder::Normalize() {
-  while (range_ < kTop) {
-    range_ <<= 8;
-    code_ = (code_ << 8) | NextByte();
-  }
-}
-
-int RangeDecoder::Decode(BitModel* m) {
-  const uint32_t bound = Bound(range_, *m, adaptation_);
-  int bit;
-  if (code_ < bound) {
-    range_ = bound;
-    bit = 0;
-  } else {
-    code_ -= bound;
-    range_ -= bound;
-    bit = 1;
-  }
-  Adapt(m, bit, adaptation_);
-  Normalize();
-  return bit;
 }
 
 uint32_t RangeDecoder::DecodeDirect(int nbits) {

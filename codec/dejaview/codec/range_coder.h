@@ -28,6 +28,38 @@ struct BitModel {
   uint8_t uses = 0;  // kCounted: bits coded with this model so far, saturating at 32
 };
 
+namespace range_detail {
+
+constexpr uint32_t kTop = 1u << 24;
+
+// The share of range that codes a 0.
+inline uint32_t Bound(uint32_t range, const BitModel& m, Adaptation a) {
+  return a == Adaptation::kShift4 ? (range >> 12) * (m.p >> 4) : (range >> 16) * m.p;
+}
+
+// p stays within [1, 65535] (kCounted) or [15, 4081] x 16 (kShift4), so Bound is never 0 and
+// never the whole range. Both ways are computed and one kept: which bit came is the data's, and
+// a branch on it was mispredicted often.
+inline void Adapt(BitModel* m, int bit, Adaptation a) {
+  if (a == Adaptation::kShift4) {
+    const uint32_t p = m->p >> 4;
+    const uint32_t zero = p + ((4096 - p) >> 4), one = p - (p >> 4);
+    m->p = uint16_t((bit == 0 ? zero : one) << 4);
+    return;
+  }
+  // The step by uses so far: 1/2 for the first bit, 1/8 up to the 8th, 1/16 up to the 32nd, then
+  // 1/32 (uses saturates at 32).
+  static constexpr uint8_t kShift[33] = {1, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+                                         4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5};
+  const int shift = kShift[m->uses];
+  m->uses = uint8_t(m->uses + (m->uses < 32));
+  const uint32_t p = m->p;
+  const uint32_t zero = p + ((65536u - p) >> shift), one = p - (p >> shift);
+  m->p = uint16_t(bit == 0 ? zero : one);
+}
+
+}  // namespace range_detail
+
 class RangeEncoder {
  public:
   explicit RangeEncoder(Adaptation adaptation) : adaptation_(adaptation) {}
@@ -57,8 +89,17 @@ class RangeDecoder {
   size_t overrun() const { return overrun_; }
 
  private:
-  uint8_t NextByte();
-  void Normalize();
+  uint8_t NextByte() {
+    if (p_ < end_) return *p_++;
+    ++overrun_;
+    return 0;
+  }
+  void Normalize() {
+    while (range_ < range_detail::kTop) {
+      range_ <<= 8;
+      code_ = (code_ << 8) | NextByte();
+    }
+  }
   Adaptation adaptation_;
   const uint8_t* p_;
   const uint8_t* end_;
@@ -66,6 +107,29 @@ class RangeDecoder {
   uint32_t code_ = 0;
   size_t overrun_ = 0;
 };
+
+// Inline: the map section codes a bit per candidate (hundreds of thousands a frame), each in a
+// context of its own; a call per bit was a tenth of the selection's decoding.
+inline void RangeEncoder::Encode(BitModel* m, int bit) {
+  const uint32_t bound = range_detail::Bound(range_, *m, adaptation_);
+  low_ += bit ? bound : 0;
+  range_ = bit ? range_ - bound : bound;
+  range_detail::Adapt(m, bit, adaptation_);
+  while (range_ < range_detail::kTop) {
+    range_ <<= 8;
+    ShiftLow();
+  }
+}
+
+inline int RangeDecoder::Decode(BitModel* m) {
+  const uint32_t bound = range_detail::Bound(range_, *m, adaptation_);
+  const int bit = code_ >= bound;
+  code_ -= bit ? bound : 0;
+  range_ = bit ? range_ - bound : bound;
+  range_detail::Adapt(m, bit, adaptation_);
+  Normalize();
+  return bit;
+}
 
 // Adaptive models for a value of `Bits` bits coded most-significant bit first, each bit's model
 // chosen by the bits above it (LZMA's "bit tree").
