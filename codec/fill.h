@@ -86,7 +86,8 @@ class FillEncoder {
   const std::vector<SelectedPair>* pairs_ = nullptr;
   std::vector<uint32_t> order_;  // FillOrder's midpoints
   // Index's
-  std::vector<uint32_t> own_start_, own_list_;  // points by nearest candidate (CSR)
+  std::vector<uint32_t> own_start_;  // points by nearest candidate (CSR)
+  std::vector<Eigen::Vector3f> own_points_;
   uint32_t mask_ = 0;
   std::vector<uint32_t> first_, in_bucket_;  // points by bucket of their cell (CSR)
 };
