@@ -589,7 +589,48 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
   // The coarsest grid's neighbourhoods hold dozens of centroids a cell: copying them into a cache
   // saved less than it cost (registration 0.4 ms a frame faster with them, 0.9 without; KITTI 00
   // at T = 0.1).
-  if (!cache || (!fine && level == 0)) {
+  if (!fine && level == 0) {
+    // Dozens of centroids in each of the 27 cells (168 a query on KITTI 00), read in place: the
+    // query's own column of cells first, then only the columns whose nearest side is nearer than
+    // the best so far (the others hold no nearer centroid, nor an equal one: the sides are taken
+    // a micrometre nearer than they are, against rounding). The same result as `nearest`, the
+    // least (distance, index), which does not depend on the order; registration 7.9 -> 6.9 ms a
+    // frame (KITTI 00, T = 0.2). Gathered into a list, pruned voxel by voxel (its own z too), it
+    // took longer than before: the copies were the cost, not the distances.
+    grid.ForEachQueryRuns(
+        keys, valid, 1, [&](uint32_t i, const std::vector<SortedGrid::Run>& runs) {
+          const double* p = &moved[3 * size_t(i)];
+          const int32_t* k = &keys[3 * size_t(i)];
+          double side[2][3];  // [axis][d + 1]: the squared distance to the column at offset d
+          for (int a = 0; a < 2; ++a) {
+            const double below = std::max(0.0, p[a] - double(k[a]) * voxel_m - 1e-6);
+            const double above = std::max(0.0, double(k[a] + 1) * voxel_m - p[a] - 1e-6);
+            side[a][0] = below * below;
+            side[a][1] = 0;
+            side[a][2] = above * above;
+          }
+          double b = max_d2;
+          int32_t bi = -1;
+          auto search = [&](const SortedGrid::Run& r) {
+            for (size_t m = 0; m < r.count; ++m) {
+              const int32_t j = int32_t(r.items[m]);
+              const double d2 = kernels::Dist2(map + 3 * size_t(j), p);
+              if (d2 < b || (d2 == b && j < bi)) {
+                b = d2;
+                bi = j;
+              }
+            }
+          };
+          const size_t own = runs.size() / 2;  // (0, 0), the middle of the (dx, dy) order
+          search(runs[own]);
+          for (size_t r = 0; r < runs.size(); ++r) {
+            if (r != own && side[0][runs[r].dx + 1] + side[1][runs[r].dy + 1] <= b) search(runs[r]);
+          }
+          (*best)[i] = bi < 0 ? -1 : bi + offset;
+        });
+    return Status::Ok();
+  }
+  if (!cache) {
     grid.ForEachQuery(keys, valid, 1, nearest);
     return Status::Ok();
   }

@@ -183,4 +183,22 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
   }
 }
 
+void SortedGrid::Pass::Runs(uint64_t packed, std::vector<Run>* out) {
+  const int nb = nb_;
+  const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
+  const int64_t step_y = int64_t(1) << g_.bits_[2];
+  const uint64_t* keys = g_.packed_.data();
+  const size_t n = g_.packed_.size();
+  size_t* c = cursor_.data();
+  for (int dx = -nb; dx <= nb; ++dx) {
+    size_t e = 0;  // as in Gather
+    for (int dy = -nb; dy <= nb; ++dy, ++c) {
+      const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
+      *c = Advance(keys, n, std::max(*c, e), first);
+      for (e = *c; keys[e] <= first + 2 * uint64_t(nb);) ++e;
+      out->push_back({dx, dy, g_.item_.data() + *c, e - *c});
+    }
+  }
+}
+
 }  // namespace dv::codec

@@ -96,6 +96,31 @@ class SortedGrid {
   }
   static constexpr size_t kAhead = 16;
 
+  // The items of one column (dx, dy) around a query's voxel: its voxels z - nb .. z + nb, in
+  // place in the grid (items[0, count)).
+  struct Run {
+    int dx, dy;
+    const uint32_t* items;
+    size_t count;
+  };
+  // ForEachQuery on one thread, with the items around each query as a run per column, (dx, dy)
+  // order, nothing copied: for callers that pass over whole columns (registration's coarsest
+  // search, dozens of items a voxel, where copying them cost more than the distances).
+  template <typename Visit>
+  void ForEachQueryRuns(const std::vector<int32_t>& keys, const std::vector<uint8_t>& valid, int nb,
+                        Visit&& visit) const {
+    const Queries q = Sort(keys, valid, nb);
+    Pass pass(*this, nb);
+    std::vector<Run> runs;
+    for (size_t m = 0, next = 0; m < q.index.size(); m = next) {
+      while (++next < q.index.size() && q.packed[next] == q.packed[m]) {
+      }
+      runs.clear();
+      pass.Runs(q.packed[m], &runs);
+      for (size_t k = m; k < next; ++k) visit(q.index[k], runs);
+    }
+  }
+
   // Runs shorter than this are not worth a thread: starting and joining one cost 0.1 ms here
   // (registration's searches, 1-2 k queries, ran no faster on two threads).
   static constexpr size_t kMinRun = 4096;
@@ -107,6 +132,8 @@ class SortedGrid {
     // Appends to *out the items in the (2 nb + 1)^3 voxels around the query key `packed`, which
     // is not less than the previous one of this pass.
     void Gather(uint64_t packed, std::vector<int32_t>* out);
+    // The same items as runs, one a column (ForEachQueryRuns).
+    void Runs(uint64_t packed, std::vector<Run>* out);
 
    private:
     const SortedGrid& g_;
