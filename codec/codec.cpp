@@ -954,7 +954,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   const size_t decoded = rep->selected_voxels + cell_count;
   // Priors training codes the map's own frames only for the end states of the models above.
   if (fill) {
-    h.sections.emplace_back(kFill, fill->Encode(decoded, &rep->fill_points, params.threads));
+    h.sections.emplace_back(kFill, fill->Encode(decoded, &rep->fill_points));
     lap("fill");
   }
   std::vector<uint8_t> bytes = WriteContainer(h);

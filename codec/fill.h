@@ -70,8 +70,7 @@ class FillEncoder {
   FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector3f>& points, double bound_m);
   void Index(const std::vector<int32_t>& point_nearest);
   void Order(const std::vector<SelectedPair>& pairs);
-  // threads: the points' checks split among that many (the same bytes with any number).
-  std::vector<uint8_t> Encode(size_t decoded, size_t* added, int threads = 1) const;
+  std::vector<uint8_t> Encode(size_t decoded, size_t* added) const;
 
  private:
   bool NearOwn(uint32_t c, const Eigen::Vector3d& m) const;

@@ -983,47 +983,6 @@ TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
   }
 }
 
-// The fill's checks split among threads give the bytes one thread gives: on the whole frame
-// (few fill points vetoed: the budget is met just past its count) and on a frame thinned to one
-// point in 12 (most vetoed: the checks go on one by one past the part done at once).
-TEST_F(StreetMap, FillChecksOnThreadsWriteWhatOneThreadWrites) {
-  Classified c;
-  ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
-  const PointCloud& whole = c.frame;
-  const Candidates& cand = c.cand;
-  const CandidateMarks& marks = c.marks;
-  const double bound = c.bound;
-  std::vector<uint8_t> selected;
-  std::vector<SelectedPair> pairs;
-  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
-  EncodeSelection(cand, marks, model, &selected, &pairs);
-  ASSERT_GT(pairs.size(), 1000u);
-  std::vector<Eigen::Vector3f> thinned;
-  std::vector<int32_t> thinned_nearest;
-  for (size_t i = 0; i < whole.size(); i += 12) {
-    thinned.push_back(whole.xyz[i]);
-    thinned_nearest.push_back(marks.point_nearest[i]);
-  }
-  using Frame = std::pair<const std::vector<Eigen::Vector3f>*, const std::vector<int32_t>*>;
-  for (const auto& [points, nearest] :
-       {Frame(&whole.xyz, &marks.point_nearest), Frame(&thinned, &thinned_nearest)}) {
-    FillEncoder fill(cand, *points, bound);
-    fill.Index(*nearest);
-    fill.Order(pairs);
-    for (size_t decoded : {size_t(0), points->size() / 2, points->size() - 10}) {
-      size_t added_one = 0;
-      const std::vector<uint8_t> one = fill.Encode(decoded, &added_one, 1);
-      EXPECT_GT(added_one, 0u);
-      for (int threads : {2, 3}) {
-        size_t added = 0;
-        EXPECT_EQ(fill.Encode(decoded, &added, threads), one)
-            << points->size() << " points, " << decoded << " decoded, " << threads << " threads";
-        EXPECT_EQ(added, added_one);
-      }
-    }
-  }
-}
-
 // The projection (kernels::Project, PortableAtan2) is written with selects and truncation, not
 // branches and floor; the decoder's contexts depend on every bit of it, so it must agree exactly
 // with the definition in docs/delta-format.md, written here the plain way, voxel by voxel.
