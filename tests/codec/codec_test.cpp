@@ -983,6 +983,72 @@ TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
   }
 }
 
+// The fill decodes exactly the points the encoder let through, in the visiting order (FillOrder),
+// each with an original point within the bound: on the whole frame (few vetoes: the decoder's
+// order, sorted only a little past its budget, is enough) and on a frame thinned to one point in
+// 12, where most fill points are vetoed and the decoder must sort the rest of its order.
+TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
+  Classified c;
+  ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
+  std::vector<uint8_t> selected;
+  std::vector<SelectedPair> pairs;
+  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  EncodeSelection(c.cand, c.marks, model, &selected, &pairs);
+  ASSERT_GT(pairs.size(), 1000u);
+  std::vector<Eigen::Vector3f> thinned;
+  std::vector<int32_t> thinned_nearest;
+  for (size_t i = 0; i < c.frame.size(); i += 12) {
+    thinned.push_back(c.frame.xyz[i]);
+    thinned_nearest.push_back(c.marks.point_nearest[i]);
+  }
+  using Frame = std::pair<const std::vector<Eigen::Vector3f>*, const std::vector<int32_t>*>;
+  size_t past_slack = 0;
+  for (const auto& [points, nearest] :
+       {Frame(&c.frame.xyz, &c.marks.point_nearest), Frame(&thinned, &thinned_nearest)}) {
+    FillEncoder fill(c.cand, *points, c.bound);
+    fill.Index(*nearest);
+    fill.Order(pairs);
+    for (size_t decoded : {size_t(0), points->size() / 2}) {
+      SCOPED_TRACE(std::to_string(points->size()) + " points, " + std::to_string(decoded) +
+                   " decoded");
+      const size_t budget = points->size() - decoded;
+      // What the encoder must let through: the fill points in order, each with an original point
+      // within the bound (by brute force), until the budget is met.
+      std::vector<Eigen::Vector3f> expected;
+      size_t vetoes = 0;
+      for (uint32_t e : FillOrder(c.cand, pairs, budget)) {
+        if (expected.size() == budget) break;
+        const Eigen::Vector3f m = FillPoint(c.cand, pairs[e >> 2], e & 3);
+        const bool near =
+            std::any_of(points->begin(), points->end(), [&](const Eigen::Vector3f& p) {
+              return (p.cast<double>() - m.cast<double>()).squaredNorm() <= c.bound * c.bound;
+            });
+        if (near) {
+          expected.push_back(m);
+        } else {
+          ++vetoes;
+        }
+      }
+      if (vetoes > budget / 16 + 256) ++past_slack;
+      size_t added = 0;
+      const std::vector<uint8_t> bytes = fill.Encode(decoded, &added);
+      EXPECT_EQ(added, expected.size());
+      PointCloud cloud;
+      for (size_t i = 0; i < decoded; ++i) cloud.push_back(Eigen::Vector3f::Zero(), 0);
+      size_t decoded_added = 0;
+      ASSERT_TRUE(
+          DecodeFill(bytes.data(), bytes.size(), c.cand, pairs, false, &cloud, &decoded_added)
+              .ok());
+      ASSERT_EQ(decoded_added, expected.size());
+      const std::vector<Eigen::Vector3f> got(cloud.xyz.begin() + std::ptrdiff_t(decoded),
+                                             cloud.xyz.end());
+      EXPECT_EQ(got, expected);
+    }
+  }
+  // The thinned frame vetoes more than the order sorted at first holds past the budget.
+  EXPECT_GT(past_slack, 0u);
+}
+
 // The projection (kernels::Project, PortableAtan2) is written with selects and truncation, not
 // branches and floor; the decoder's contexts depend on every bit of it, so it must agree exactly
 // with the definition in docs/delta-format.md, written here the plain way, voxel by voxel.
