@@ -14,8 +14,8 @@ namespace {
 // last bin.
 constexpr int kRangeBins = 1 << 14;
 
-// The midpoints in their order (FillOrder's first part), for any budget; with a limit, only the
-// first whole bins that hold at least `wanted` of them (all where fewer), which are the first
+// The midpoints in their order (FillOrder's first part), for any budget; or only the first
+// whole bins that hold at least `wanted` of them (all where fewer), which are the first
 // entries of the whole order.
 std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<SelectedPair>& pairs,
                                     size_t wanted = SIZE_MAX) {
@@ -183,6 +183,7 @@ std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
   std::vector<uint32_t> with_quarters;
   if (budget > order_.size()) with_quarters = WithQuarterPoints(order_, budget);
   const std::vector<uint32_t>& order = budget > order_.size() ? with_quarters : order_;
+  if (order.empty()) return w.Take();  // no bits: the decoder reads none
   // Each point checked and coded in turn, up to where the budget is met: past it the decoder reads
   // no more bits. The checks split between two threads (up to a little past the budget, then one
   // by one) took 0.4-1.3 ms a frame longer than this at T = 0.05-0.2 on KITTI 00: the second

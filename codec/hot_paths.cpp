@@ -15,10 +15,11 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DEJAVIEW_PROJECT_AVX2 1
 #include <immintrin.h>
-#elif defined(__SSE2__)
-#include <emmintrin.h>
 #else
 #define DEJAVIEW_PROJECT_AVX2 0
+#ifdef __SSE2__
+#include <emmintrin.h>  // the classification's pairs of distances
+#endif
 #endif
 
 namespace dv::codec {

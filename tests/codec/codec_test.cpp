@@ -985,8 +985,9 @@ TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
 
 // The fill decodes exactly the points the encoder let through, in the visiting order (FillOrder),
 // each with an original point within the bound: on the whole frame (few vetoes: the decoder's
-// order, sorted only a little past its budget, is enough) and on a frame thinned to one point in
-// 12, where most fill points are vetoed and the decoder must sort the rest of its order.
+// order, sorted only a little past its budget, is enough), on a frame thinned to one point in
+// 12, where most fill points are vetoed and the decoder must sort the rest of its order, and with
+// no pairs at all.
 TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
   Classified c;
   ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
@@ -1047,6 +1048,20 @@ TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
   }
   // The thinned frame vetoes more than the order sorted at first holds past the budget.
   EXPECT_GT(past_slack, 0u);
+  // Without pairs there is nothing to visit: no bits, and the decoder reads none.
+  const std::vector<SelectedPair> none;
+  FillEncoder empty(c.cand, c.frame.xyz, c.bound);
+  empty.Index(c.marks.point_nearest);
+  empty.Order(none);
+  size_t added = 1;
+  const std::vector<uint8_t> bytes = empty.Encode(0, &added);
+  EXPECT_EQ(added, 0u);
+  PointCloud cloud;
+  size_t decoded_added = 1;
+  const Status s =
+      DecodeFill(bytes.data(), bytes.size(), c.cand, none, false, &cloud, &decoded_added);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(decoded_added, 0u);
 }
 
 // The projection (kernels::Project, PortableAtan2) is written with selects and truncation, not
