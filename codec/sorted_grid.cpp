@@ -134,6 +134,27 @@ SortedGrid::Pass::Pass(const SortedGrid& grid, int nb)
   if (nb > grid.max_nb_) std::abort();  // as in Sort
 }
 
+template <typename Column>
+void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
+  const int nb = nb_;
+  const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
+  const int64_t step_y = int64_t(1) << g_.bits_[2];
+  const uint64_t* keys = g_.packed_.data();
+  const size_t n = g_.packed_.size();
+  size_t* c = cursor_.data();
+  for (int dx = -nb; dx <= nb; ++dx) {
+    // Column y + 1 starts at or after the end of column y: its cursor starts from the later of
+    // the two, so a query far from the last one gallops once per dx, not once per column.
+    size_t e = 0;
+    for (int dy = -nb; dy <= nb; ++dy, ++c) {
+      const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
+      *c = Advance(keys, n, std::max(*c, e), first);
+      for (e = *c; keys[e] <= first + 2 * uint64_t(nb);) ++e;
+      column(dx, dy, *c, e);
+    }
+  }
+}
+
 void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
   const int nb = nb_;
   const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
@@ -171,34 +192,15 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
     out->resize(size_t(to - out->data()));
     return;
   }
-  for (int dx = -nb; dx <= nb; ++dx) {
-    // Column y + 1 starts at or after the end of column y: its cursor starts from the later of
-    // the two, so a query far from the last one gallops once per dx, not once per column.
-    size_t e = 0;
-    for (int dy = -nb; dy <= nb; ++dy, ++c) {
-      const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
-      *c = Advance(keys, n, std::max(*c, e), first);
-      for (e = *c; keys[e] <= first + 2 * uint64_t(nb); ++e) out->push_back(int32_t(g_.item_[e]));
-    }
-  }
+  Columns(packed, [&](int, int, size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) out->push_back(int32_t(g_.item_[k]));
+  });
 }
 
 void SortedGrid::Pass::Runs(uint64_t packed, std::vector<Run>* out) {
-  const int nb = nb_;
-  const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
-  const int64_t step_y = int64_t(1) << g_.bits_[2];
-  const uint64_t* keys = g_.packed_.data();
-  const size_t n = g_.packed_.size();
-  size_t* c = cursor_.data();
-  for (int dx = -nb; dx <= nb; ++dx) {
-    size_t e = 0;  // as in Gather
-    for (int dy = -nb; dy <= nb; ++dy, ++c) {
-      const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
-      *c = Advance(keys, n, std::max(*c, e), first);
-      for (e = *c; keys[e] <= first + 2 * uint64_t(nb);) ++e;
-      out->push_back({dx, dy, g_.item_.data() + *c, e - *c});
-    }
-  }
+  Columns(packed, [&](int dx, int dy, size_t begin, size_t end) {
+    out->push_back({dx, dy, g_.item_.data() + begin, end - begin});
+  });
 }
 
 }  // namespace dv::codec

@@ -136,6 +136,12 @@ class SortedGrid {
     void Runs(uint64_t packed, std::vector<Run>* out);
 
    private:
+    // column(dx, dy, begin, end) for each column around the query, in (dx, dy) order, with
+    // [begin, end) the positions in the grid's arrays of its voxels z - nb .. z + nb; moves the
+    // pass's cursors on. Runs and Gather's general case both walk the columns this way.
+    template <typename Column>
+    void Columns(uint64_t packed, Column&& column);
+
     const SortedGrid& g_;
     const int nb_;
     std::vector<size_t> cursor_;  // per column (dx, dy)
