@@ -284,8 +284,6 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
 // read, without hashing, searching or comparing. A neighbour in another tile is found by a search
 // in that tile's run when the tile came earlier. The decoder builds no voxel hash.
 namespace {
-constexpr int kTileBits = 8;
-constexpr int kTileMask = maps::kTileVoxels - 1;
 constexpr size_t kPlaneCells = size_t(maps::kTileVoxels) * maps::kTileVoxels;
 }  // namespace
 
@@ -363,12 +361,16 @@ void CausalNeighbours::NewTile(const maps::VoxelKey& tile, size_t i) {
     for (int32_t j : top_held_) top_[size_t(j)] = -1;
     top_held_.clear();
   }
+  // The run before ends here (Next's inline path leaves its end behind); InEarlierTile searches
+  // only runs that have ended.
+  if (!runs_.empty()) runs_.back().end = i;
   runs_.push_back({tile, i, i});
+  tile_ = tile;
   prev_begin_ = cur_begin_ = self;
   slab_x_ = v_[i].key.x();
 }
 
-void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
+void CausalNeighbours::NextSlow(size_t i, int32_t out[kCausalOffsets]) {
   const maps::VoxelKey& k = v_[i].key;
   const int32_t self = int32_t(i);
   const maps::VoxelKey tile = maps::TileOf(k);
@@ -388,27 +390,10 @@ void CausalNeighbours::Next(size_t i, int32_t out[kCausalOffsets]) {
     cur_begin_ = self;
     slab_x_ = k.x();
   }
-  runs_.back().end = i + 1;
   const int lx = k.x() & kTileMask, ly = k.y() & kTileMask, lz = k.z() & kTileMask;
   const size_t at = size_t(ly) << kTileBits | size_t(lz);
   if (lx >= 1 && ly >= 1 && ly < kTileMask && lz >= 1 && lz < kTileMask) {
-    // Every neighbour is in this tile: offsets 0..8 in slab x - 1, 9..12 in slab x.
-    constexpr ptrdiff_t kRow = maps::kTileVoxels;
-    const int32_t* p = prev_.data() + at;
-    const int32_t* c = cur_.data() + at;
-    out[0] = p[-kRow - 1];
-    out[1] = p[-kRow];
-    out[2] = p[-kRow + 1];
-    out[3] = p[-1];
-    out[4] = p[0];
-    out[5] = p[1];
-    out[6] = p[kRow - 1];
-    out[7] = p[kRow];
-    out[8] = p[kRow + 1];
-    out[9] = c[-kRow - 1];
-    out[10] = c[-kRow];
-    out[11] = c[-kRow + 1];
-    out[12] = c[-1];
+    Inside(at, out);
   } else {
     // Near the tile's border: each neighbour in whichever tile holds it.
     for (int n = 0; n < kCausalOffsets; ++n) {
@@ -448,6 +433,8 @@ constexpr uint32_t kDropOdds = 3 * 65536 / 5;  // P(0) above which a close, free
 // 0.10 / 0.15 m (BENCHMARK.md): 00 73.2 / 248 / 510 against 73.5 / 245 / 503 without, 07 131 /
 // 531 / 1358 against 130 / 520 / 1338; 0.8 gave 72.4 / 248 / 512 and 0.9 73.6 / 247 / 508 on 00.
 constexpr uint32_t kCoverOdds = 17 * 65536 / 20;
+
+constexpr size_t kPairsPerCandidate = 3;  // CodePart
 
 }  // namespace
 
@@ -496,11 +483,15 @@ void SelectionCoder::CodePart(int part, Code&& code) {
   const bool listing = shifted_ != nullptr;
   if (listing) std::fill(&shifted_[begin + 1], &shifted_[end + 1], uint8_t(0));
   size_t listed = 0;
+  // Room for kPairsPerCandidate pairs a candidate of the part, and in the first part for the whole
+  // frame's, which TakePairs appends to it (the slots are not cleared: only the pages written are
+  // touched). On KITTI 00 a frame lists 0.3 a candidate at T = 0.05, 1.1 at 0.1, 2.3 at 0.4 and
+  // 2.9 at 0.8: the lists seldom regrow.
+  const size_t room = kPairsPerCandidate * (part == 0 ? c_.voxels.size() : end - begin);
+  if (listing && pairs.size() < room + kCausalOffsets) pairs.resize(room + kCausalOffsets);
   auto list = [&](size_t i) {
     shifted_[i + 1] = 1;
-    if (listed + kCausalOffsets > pairs.size()) {
-      pairs.resize(std::max(2 * pairs.size(), listed + size_t(1 << 16)));
-    }
+    if (listed + kCausalOffsets > pairs.size()) pairs.resize(2 * pairs.size());
     SelectedPair* p = pairs.data() + listed;
     for (int o = 0; o < kCausalOffsets; ++o) {
       *p = {uint32_t(i), uint32_t(nb[o]), uint8_t(o)};

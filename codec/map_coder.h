@@ -95,13 +95,50 @@ constexpr int kFaceX = 4, kFaceY = 10, kFaceZ = 12;
 class CausalNeighbours {
  public:
   explicit CausalNeighbours(const Candidates& c, size_t begin = 0);
-  void Next(size_t i, int32_t out[kCausalOffsets]);
+  // Inline where the candidate is in the slab and tile of the one before, away from the tile's
+  // borders (93% of them, KITTI 00 at T = 0.1): the call, which saved and restored the registers
+  // the other cases need, was an eighth of the look-up's instructions (callgrind).
+  void Next(size_t i, int32_t out[kCausalOffsets]) {
+    const maps::VoxelKey& k = v_[i].key;
+    const int lx = k.x() & kTileMask, ly = k.y() & kTileMask, lz = k.z() & kTileMask;
+    if (k.x() == slab_x_ && lx >= 1 && ly >= 1 && ly < kTileMask && lz >= 1 && lz < kTileMask &&
+        maps::TileOf(k) == tile_) {
+      const size_t at = size_t(ly) << kTileBits | size_t(lz);
+      Inside(at, out);
+      cur_[at] = int32_t(i);
+      return;
+    }
+    NextSlow(i, out);
+  }
 
  private:
   struct Run {
     maps::VoxelKey tile;
     size_t begin, end;
   };
+  static constexpr int kTileBits = 8;
+  static constexpr int kTileMask = maps::kTileVoxels - 1;
+  void NextSlow(size_t i, int32_t out[kCausalOffsets]);
+  // The neighbours of the candidate at plane cell `at` away from the tile's borders: offsets
+  // 0..8 in slab x - 1, 9..12 in slab x.
+  void Inside(size_t at, int32_t out[kCausalOffsets]) const {
+    constexpr ptrdiff_t kRow = maps::kTileVoxels;
+    const int32_t* p = prev_.data() + at;
+    const int32_t* c = cur_.data() + at;
+    out[0] = p[-kRow - 1];
+    out[1] = p[-kRow];
+    out[2] = p[-kRow + 1];
+    out[3] = p[-1];
+    out[4] = p[0];
+    out[5] = p[1];
+    out[6] = p[kRow - 1];
+    out[7] = p[kRow];
+    out[8] = p[kRow + 1];
+    out[9] = c[-kRow - 1];
+    out[10] = c[-kRow];
+    out[11] = c[-kRow + 1];
+    out[12] = c[-1];
+  }
   int32_t InEarlierTile(int offset, const maps::VoxelKey& key);
   void Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end);
   void NewTile(const maps::VoxelKey& tile, size_t i);
@@ -113,6 +150,8 @@ class CausalNeighbours {
   // slab before is x - 1) and [cur_begin_, i).
   std::vector<int32_t> prev_, cur_;
   int32_t slab_x_ = 0;
+  // The tile of runs_.back(), or none: a tile's keys are below 2^23 (maps::KeyInRange).
+  maps::VoxelKey tile_ = maps::VoxelKey::Constant(INT32_MAX);
   int32_t prev_begin_, cur_begin_;
   // The top layer (local z 255) of the current tile (top_) and of the tile below it (below_,
   // when that tile is the run before: else all -1), by local x * 256 + local y, and the candidates
@@ -169,6 +208,12 @@ struct SelectionModel {
 // codes, for the fill section (fill.h): later in candidate order, then offset order. Pairs across
 // a tile border where the neighbour comes later in the order are not listed.
 struct SelectedPair {
+  // Left uninitialised: the coder writes a pair into every slot before it counts it, and growing
+  // its list by resize() zeroed each new slot first (with the copies of regrowth, a tenth of the
+  // selection decoder's instructions, KITTI 00 at T = 0.1).
+  SelectedPair() {}
+  SelectedPair(uint32_t later_, uint32_t earlier_, uint8_t offset_)
+      : later(later_), earlier(earlier_), offset(offset_) {}
   uint32_t later, earlier;
   uint8_t offset;
 };
