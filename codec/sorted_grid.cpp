@@ -34,18 +34,54 @@ void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t
 }
 
 // The first position at or after c whose value is >= target, in a sorted array that ends with a
-// value no target reaches: a few steps forward first (most moves are short), then a galloping
-// search, so a cursor that jumps costs a logarithm.
-size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
-  for (int k = 0; k < 4; ++k, ++c) {
-    if (a[c] >= target) return c;
-  }
+// value no target reaches: a few steps forward first (most moves are short), inline, then a
+// galloping search, so a cursor that jumps costs a logarithm.
+size_t Gallop(const uint64_t* a, size_t n, size_t c, uint64_t target) {
   size_t step = 1;
   while (c + step < n && a[c + step] < target) {
     c += step;
     step <<= 1;
   }
   return size_t(std::lower_bound(a + c, a + std::min(c + step, n), target) - a);
+}
+inline size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
+  for (int k = 0; k < 4; ++k, ++c) {
+    if (a[c] >= target) return c;
+  }
+  return Gallop(a, n, c, target);
+}
+
+// Pass::Gather's case of distinct keys, with the span 2 nb + 1 a constant where it is 3 (nb = 1,
+// the classification's): one item a voxel, so a column's run is the next at most span keys up to
+// the first beyond it, counted without a branch (the loop's exit, a different count each column,
+// mispredicted often), each one written whether or not it counts; a run near the sentinel takes
+// the loop. Returns the end of what it wrote at `to`, which has room for span^3 items.
+template <int kSpan>
+int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, int span_arg,
+                        uint64_t packed, int64_t step_x, int64_t step_y, size_t* c, int32_t* to) {
+  const int span = kSpan > 0 ? kSpan : span_arg;
+  const int nb = (span - 1) / 2;
+  uint64_t row = uint64_t(int64_t(packed) - nb * step_x - nb * step_y - nb);
+  for (int dx = 0; dx < span; ++dx, row += uint64_t(step_x)) {
+    size_t e = 0;
+    uint64_t first = row;
+    for (int dy = 0; dy < span; ++dy, ++c, first += uint64_t(step_y)) {
+      const uint64_t last = first + uint64_t(span - 1);
+      e = *c = Advance(keys, n, std::max(*c, e), first);
+      if (e + size_t(span) <= n) {
+        size_t count = 0;
+        for (int k = 0; k < span; ++k) {
+          to[k] = int32_t(item[e + size_t(k)]);
+          count += keys[e + size_t(k)] <= last;
+        }
+        to += count;
+        e += count;
+      } else {
+        for (; keys[e] <= last; ++e) *to++ = int32_t(item[e]);
+      }
+    }
+  }
+  return to;
 }
 
 }  // namespace
@@ -163,33 +199,15 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
   const size_t n = g_.packed_.size();
   size_t* c = cursor_.data();
   if (g_.distinct_) {
-    // One item a voxel: a column's run is the next at most 2 nb + 1 keys up to the first beyond
-    // it, counted without a branch (the loop's exit, a different count each column, mispredicted
-    // often), each one written whether or not it counts. A run near the sentinel takes the loop.
-    const size_t span = size_t(2 * nb + 1), base = out->size();
-    out->resize(base + span * span * span);
-    int32_t* to = out->data() + base;
-    for (int dx = -nb; dx <= nb; ++dx) {
-      size_t e = 0;
-      for (int dy = -nb; dy <= nb; ++dy, ++c) {
-        const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
-        const uint64_t last = first + 2 * uint64_t(nb);
-        *c = Advance(keys, n, std::max(*c, e), first);
-        e = *c;
-        if (e + span <= n) {
-          size_t count = 0;
-          for (size_t k = 0; k < span; ++k) {
-            to[k] = int32_t(g_.item_[e + k]);
-            count += keys[e + k] <= last;
-          }
-          to += count;
-          e += count;
-        } else {
-          for (; keys[e] <= last; ++e) *to++ = int32_t(g_.item_[e]);
-        }
-      }
-    }
-    out->resize(size_t(to - out->data()));
+    const int span = 2 * nb + 1;
+    const size_t base = out->size();
+    out->resize(base + size_t(span) * size_t(span) * size_t(span));
+    int32_t* const to = out->data() + base;
+    int32_t* const end =
+        span == 3
+            ? GatherDistinct<3>(keys, g_.item_.data(), n, span, packed, step_x, step_y, c, to)
+            : GatherDistinct<0>(keys, g_.item_.data(), n, span, packed, step_x, step_y, c, to);
+    out->resize(size_t(end - out->data()));
     return;
   }
   Columns(packed, [&](int, int, size_t begin, size_t end) {
