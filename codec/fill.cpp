@@ -218,8 +218,9 @@ Status DecodeFill(const uint8_t* data, size_t size, const Candidates& cand,
   std::vector<uint32_t> order;
   bool whole = true;
   if (budget > 0) {
-    order = SortMidpoints(cand, pairs, budget + budget / 16 + 256);
-    whole = order.size() < budget + budget / 16 + 256;
+    const size_t wanted = budget + budget / 16 + 256;
+    order = SortMidpoints(cand, pairs, wanted);
+    whole = order.size() < wanted;
     if (whole) order = WithQuarterPoints(std::move(order), budget);
   }
   if (order.empty()) {
