@@ -209,7 +209,7 @@ struct SelectionModel {
 // a tile border where the neighbour comes later in the order are not listed.
 struct SelectedPair {
   // Left uninitialised: the coder writes a pair into every slot before it counts it, and growing
-  // its list by resize() zeroed each new slot first (with the copies of regrowth, a tenth of the
+  // its list by resize() zeroed each new slot first (with the copies of regrowth, 5% of the
   // selection decoder's instructions, KITTI 00 at T = 0.1).
   SelectedPair() {}
   SelectedPair(uint32_t later_, uint32_t earlier_, uint8_t offset_)
