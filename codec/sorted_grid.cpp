@@ -166,15 +166,17 @@ SortedGrid::Queries SortedGrid::Sort(const std::vector<int32_t>& keys,
 }
 
 SortedGrid::Pass::Pass(const SortedGrid& grid, int nb)
-    : g_(grid), nb_(nb), cursor_(size_t(2 * nb + 1) * size_t(2 * nb + 1), 0) {
+    : g_(grid),
+      nb_(nb),
+      step_x_(int64_t(1) << (grid.bits_[1] + grid.bits_[2])),
+      step_y_(int64_t(1) << grid.bits_[2]),
+      cursor_(size_t(2 * nb + 1) * size_t(2 * nb + 1), 0) {
   if (nb > grid.max_nb_) std::abort();  // as in Sort
 }
 
 template <typename Column>
 void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
   const int nb = nb_;
-  const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
-  const int64_t step_y = int64_t(1) << g_.bits_[2];
   const uint64_t* keys = g_.packed_.data();
   const size_t n = g_.packed_.size();
   size_t* c = cursor_.data();
@@ -183,7 +185,7 @@ void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
     // the two, so a query far from the last one gallops once per dx, not once per column.
     size_t e = 0;
     for (int dy = -nb; dy <= nb; ++dy, ++c) {
-      const uint64_t first = uint64_t(int64_t(packed) + dx * step_x + dy * step_y - nb);
+      const uint64_t first = uint64_t(int64_t(packed) + dx * step_x_ + dy * step_y_ - nb);
       *c = Advance(keys, n, std::max(*c, e), first);
       for (e = *c; keys[e] <= first + 2 * uint64_t(nb);) ++e;
       column(dx, dy, *c, e);
@@ -192,21 +194,18 @@ void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
 }
 
 void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
-  const int nb = nb_;
-  const int64_t step_x = int64_t(1) << (g_.bits_[1] + g_.bits_[2]);
-  const int64_t step_y = int64_t(1) << g_.bits_[2];
-  const uint64_t* keys = g_.packed_.data();
-  const size_t n = g_.packed_.size();
-  size_t* c = cursor_.data();
   if (g_.distinct_) {
-    const int span = 2 * nb + 1;
+    const int span = 2 * nb_ + 1;
     const size_t base = out->size();
     out->resize(base + size_t(span) * size_t(span) * size_t(span));
     int32_t* const to = out->data() + base;
+    const uint64_t* keys = g_.packed_.data();
+    const uint32_t* item = g_.item_.data();
+    const size_t n = g_.packed_.size();
+    size_t* c = cursor_.data();
     int32_t* const end =
-        span == 3
-            ? GatherDistinct<3>(keys, g_.item_.data(), n, span, packed, step_x, step_y, c, to)
-            : GatherDistinct<0>(keys, g_.item_.data(), n, span, packed, step_x, step_y, c, to);
+        span == 3 ? GatherDistinct<3>(keys, item, n, span, packed, step_x_, step_y_, c, to)
+                  : GatherDistinct<0>(keys, item, n, span, packed, step_x_, step_y_, c, to);
     out->resize(size_t(end - out->data()));
     return;
   }
