@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -444,31 +445,45 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
     const double b = std::floor((double(z) + kSpanM) / bin_m);
     return size_t(column) * size_t(bins) + size_t(std::min(std::max(b, 0.0), double(bins - 1)));
   };
+  // Only the buckets a tested point scans are filled: on KITTI 00 at T = 0.05, the 9-13 k points
+  // tested (of the 27-36 k the first test left) scan 5.5-7 k of the 137 k buckets, which hold
+  // 206-225 k of the 357 k candidates.
+  std::vector<size_t> tested;  // i << 32 | bucket, of the points tested
+  std::vector<uint8_t> wanted(size_t(kAngularCols) * size_t(bins), 0);
+  for (size_t i = 0; i < pts.size(); ++i) {
+    if ((*near)[i]) continue;
+    const size_t at = bucket(AngularColumn(pts[i]), pts[i].z());
+    const size_t column_start = at - at % size_t(bins);
+    const size_t lo = std::max(at, column_start + 1) - 1;
+    const size_t hi = std::min(at + 2, column_start + size_t(bins));
+    std::fill(wanted.begin() + ptrdiff_t(lo), wanted.begin() + ptrdiff_t(hi), uint8_t(1));
+    tested.push_back(i << 32 | at);
+  }
   struct Sample {
     float h, z;
   };
-  std::vector<uint32_t> start(size_t(kAngularCols) * size_t(bins) + 1, 0);
+  std::vector<uint32_t> start(wanted.size() + 1, 0);
   std::vector<uint32_t> where(cand.cell.size());
   for (size_t j = 0; j < cand.cell.size(); ++j) {
     if (cand.cell[j] < 0) continue;
     where[j] = uint32_t(bucket(cand.cell[j] % kAngularCols, cand.sensor[j].z()));
-    ++start[where[j] + 1];
+    start[where[j] + 1] += wanted[where[j]];
   }
   for (size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
   std::vector<Sample> samples(start.back());
   std::vector<uint32_t> fill(start.begin(), start.end() - 1);
   for (size_t j = 0; j < cand.cell.size(); ++j) {
-    if (cand.cell[j] < 0) continue;
+    if (cand.cell[j] < 0 || !wanted[where[j]]) continue;
     const Eigen::Vector3f& q = cand.sensor[j];
     samples[fill[where[j]]++] = {std::sqrt(q.x() * q.x() + q.y() * q.y()), q.z()};
   }
   const float dz = float(gap_m);
-  for (size_t i = 0; i < pts.size(); ++i) {
-    if ((*near)[i]) continue;
+  for (const size_t t : tested) {
+    const size_t i = t >> 32, at = t & 0xffffffffu;
     const Eigen::Vector3f& p = pts[i];
     const float h = std::sqrt(p.x() * p.x() + p.y() * p.y()), z = p.z();
     const float w = float(kSurfaceWindow) * h;
-    const size_t at = bucket(AngularColumn(p), z), column_start = at - at % size_t(bins);
+    const size_t column_start = at - at % size_t(bins);
     const size_t lo = std::max(at, column_start + 1) - 1;
     const size_t hi = std::min(at + 2, column_start + size_t(bins));
     bool nearer = false, farther = false;
@@ -498,7 +513,7 @@ class SurfaceProfile {
   // of their columns within the window of any of them (Height finds the same there as in a full
   // profile, and nothing outside its window counts), so only those candidates are binned.
   SurfaceProfile(const Candidates& cand, const std::vector<Eigen::Vector3f>& at)
-      : bins_(size_t(kAngularCols) * kBins, Sample{0, std::numeric_limits<float>::infinity()}),
+      : bins_(size_t(kAngularCols) * kBins, kEmpty),
         lo_(kAngularCols, std::numeric_limits<float>::infinity()),
         hi_(kAngularCols, -std::numeric_limits<float>::infinity()) {
     at_column_.resize(at.size());
@@ -529,9 +544,9 @@ class SurfaceProfile {
       const float h = std::sqrt(h2);
       const int b = int(h / kProfileBinM);
       if (b >= kBins) continue;
-      Sample& s = bins_[c * kBins + size_t(b)];
       // Lowest first; the nearer among equals, so the result is free of the candidates' order.
-      if (q.z() < s.z || (q.z() == s.z && h < s.h)) s = {h, q.z()};
+      uint64_t& s = bins_[c * kBins + size_t(b)];
+      s = std::min(s, Pack(h, q.z()));
     }
   }
 
@@ -547,31 +562,55 @@ class SurfaceProfile {
     const float w = float(kProfileWindow) * h;
     const int b = int(h / kProfileBinM);
     if (b >= kBins) return false;
-    const Sample* col = &bins_[size_t(column) * kBins];
-    const Sample* below = nullptr;
-    const Sample* above = nullptr;
+    const uint64_t* col = &bins_[size_t(column) * kBins];
+    float below_h = 0, below_z = 0, above_h = 0, above_z = 0;
+    bool below = false, above = false;
     for (int k = b; k >= 0; --k) {
-      const Sample& s = col[k];
-      if (std::isinf(s.z) || s.h >= h) continue;
-      if (h - s.h <= w) below = &s;
+      if (col[k] == kEmpty) continue;
+      const float sh = H(col[k]);
+      if (sh >= h) continue;
+      if (h - sh <= w) below = true, below_h = sh, below_z = Z(col[k]);
       break;
     }
     for (int k = b; k < kBins; ++k) {
-      const Sample& s = col[k];
-      if (std::isinf(s.z) || s.h < h) continue;
-      if (s.h - h <= w) above = &s;
+      if (col[k] == kEmpty) continue;
+      const float sh = H(col[k]);
+      if (sh < h) continue;
+      if (sh - h <= w) above = true, above_h = sh, above_z = Z(col[k]);
       break;
     }
     if (!below || !above) return false;
-    // below->h < h <= above->h: a positive span.
-    *z = below->z + (above->z - below->z) * ((h - below->h) / (above->h - below->h));
+    // below_h < h <= above_h: a positive span.
+    *z = below_z + (above_z - below_z) * ((h - below_h) / (above_h - below_h));
     return true;
   }
 
-  struct Sample {
-    float h, z;
-  };
-  std::vector<Sample> bins_;
+  // A bin's sample (h, z) packed so that the lowest z, then the least h, is the least integer:
+  // the bins fill by std::min, without the branch the comparisons took on each candidate, which
+  // the candidates' order leaves unpredictable (the profile took 3.8 ms with it, 2.2 without, at
+  // T = 0.05 on KITTI 00). z < 0 here: its sign-magnitude bits, inverted, ascend with z; h >= +0:
+  // its bits ascend with h. kEmpty is no sample's key (it would be z = +0).
+  static constexpr uint64_t kEmpty = ~uint64_t(0);
+  static uint64_t Pack(float h, float z) {
+    uint32_t hb, zb;
+    std::memcpy(&hb, &h, 4);
+    std::memcpy(&zb, &z, 4);
+    return uint64_t(~zb) << 32 | hb;
+  }
+  static float H(uint64_t key) {
+    const uint32_t hb = uint32_t(key);
+    float h;
+    std::memcpy(&h, &hb, 4);
+    return h;
+  }
+  static float Z(uint64_t key) {
+    const uint32_t zb = ~uint32_t(key >> 32);
+    float z;
+    std::memcpy(&z, &zb, 4);
+    return z;
+  }
+
+  std::vector<uint64_t> bins_;
   std::vector<float> lo_, hi_;  // per column, the squared span of horizontal distances kept
   std::vector<int32_t> at_column_;
   std::vector<float> at_h_;
