@@ -237,6 +237,9 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
   if (around && around->resolution_m == res && !around->voxels.empty() &&
       BallHolds(*around, s, n)) {
     kept->assign(around->voxels.size(), -1);
+    // At most all of them: no copies as it grows (the encoder's candidates stage 9.6-10.3 ->
+    // 9.1-9.4 ms at T = 0.05, 2.05-2.20 -> 1.81-1.89 at 0.2, KITTI 00).
+    ball.reserve(around->voxels.size());
     for (size_t i = 0; i < around->voxels.size(); ++i) {
       if (outside(around->voxels[i])) continue;
       (*kept)[i] = int32_t(ball.size());

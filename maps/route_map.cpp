@@ -229,6 +229,11 @@ Status RouteMap::CollectBall(const VoxelKey& centre, int reach, std::vector<MapV
     *nearest += n * n;
     *farthest += std::max(a * a, b * b);
   };
+  // The tiles the ball reaches, loaded (and checked) first, then room for all their voxels at
+  // once: grown push by push, the array is copied to fresh pages at each doubling (a ball holds
+  // 357 k voxels on KITTI 00 at 0.05 m). std::map keeps the loaded tiles in place until Evict.
+  std::vector<std::pair<const Loaded*, bool>> reached;  // (tile, wholly inside)
+  size_t most = out->size();
   for (const TileInfo& info : tiles_) {
     const VoxelKey& t = info.tile;
     if ((t.array() < tlo.array()).any() || (t.array() > thi.array()).any()) continue;
@@ -237,8 +242,13 @@ Status RouteMap::CollectBall(const VoxelKey& centre, int reach, std::vector<MapV
     for (int a = 0; a < 3; ++a) axis(first[a], centre[a], &nearest, &farthest);
     if (nearest > r2) continue;  // the tile's keys all lie outside: not even loaded
     DV_ASSIGN_OR_RETURN(Loaded * tile, Tile(t));
+    reached.emplace_back(tile, farthest <= r2);
+    most += tile->voxels.size();
+  }
+  out->reserve(most);
+  for (const auto& [tile, inside] : reached) {
     const std::vector<MapVoxel>& vs = tile->voxels;
-    if (farthest <= r2) {
+    if (inside) {
       out->insert(out->end(), vs.begin(), vs.end());  // the whole tile is inside: one copy
       continue;
     }
