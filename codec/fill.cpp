@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/kitti.h"
@@ -28,7 +31,48 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
   // unpredictable (a quarter of the pairs on KITTI).
   std::vector<uint16_t> bin(pairs.size());
   std::vector<uint32_t> start(kRangeBins + 2, 0);
-  for (size_t k = 0; k < pairs.size(); ++k) {
+  size_t k = 0;
+#ifdef __SSE2__
+  // Four pairs at a time, lane by lane the same IEEE operations in the same order as below (the
+  // build contracts nothing into FMAs), so the same bins: the scalar loop was an eighth of the
+  // decoder's instructions (KITTI 07, T = 0.1).
+  const __m128 half = _mm_set1_ps(0.5f), far2 = _mm_set1_ps(limit2);
+  const __m128 last_near = _mm_set1_ps(float(kRangeBins - 1));
+  const __m128i beyond = _mm_set1_epi32(kRangeBins);
+  for (; k + 4 <= pairs.size(); k += 4) {
+    const Eigen::Vector3f* a[4];
+    const Eigen::Vector3f* b[4];
+    for (int j = 0; j < 4; ++j) {
+      a[j] = &cand.sensor[pairs[k + size_t(j)].later];
+      b[j] = &cand.sensor[pairs[k + size_t(j)].earlier];
+    }
+    auto lanes = [](const Eigen::Vector3f* const* v, int axis) {
+      return _mm_setr_ps((*v[0])[axis], (*v[1])[axis], (*v[2])[axis], (*v[3])[axis]);
+    };
+    const __m128 ax = lanes(a, 0), ay = lanes(a, 1), az = lanes(a, 2);
+    const __m128 bx = lanes(b, 0), by = lanes(b, 1), bz = lanes(b, 2);
+    const __m128 dx = _mm_sub_ps(ax, bx), dy = _mm_sub_ps(ay, by), dz = _mm_sub_ps(az, bz);
+    const __m128 d2 =
+        _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
+    const __m128 mx = _mm_mul_ps(_mm_add_ps(ax, bx), half);
+    const __m128 my = _mm_mul_ps(_mm_add_ps(ay, by), half);
+    const __m128 mz = _mm_mul_ps(_mm_add_ps(az, bz), half);
+    const __m128 r2 =
+        _mm_add_ps(_mm_add_ps(_mm_mul_ps(mx, mx), _mm_mul_ps(my, my)), _mm_mul_ps(mz, mz));
+    // minps gives its second operand where the first is not below it, as the scalar test does;
+    // truncation as int().
+    const __m128i near = _mm_cvttps_epi32(_mm_min_ps(r2, last_near));
+    const __m128i apart = _mm_castps_si128(_mm_cmpgt_ps(d2, far2));
+    alignas(16) int32_t out[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(out),
+                    _mm_or_si128(_mm_and_si128(apart, beyond), _mm_andnot_si128(apart, near)));
+    for (int j = 0; j < 4; ++j) {
+      bin[k + size_t(j)] = uint16_t(out[j]);
+      ++start[size_t(out[j]) + 1];
+    }
+  }
+#endif
+  for (; k < pairs.size(); ++k) {
     const Eigen::Vector3f& a = cand.sensor[pairs[k].later];
     const Eigen::Vector3f& b = cand.sensor[pairs[k].earlier];
     // Explicit float arithmetic in a fixed order: both sides must round alike.
@@ -47,8 +91,8 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
   while (last + 1 < kRangeBins && start[size_t(last) + 1] < wanted) ++last;
   const size_t kept = start[size_t(last) + 1];
   std::vector<uint32_t> order(pairs.size());
-  for (size_t k = 0; k < pairs.size(); ++k) {
-    order[start[std::min<size_t>(bin[k], size_t(last) + 1)]++] = uint32_t(k) << 2;
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    order[start[std::min<size_t>(bin[p], size_t(last) + 1)]++] = uint32_t(p) << 2;
   }
   order.resize(kept);
   return order;

@@ -983,6 +983,74 @@ TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
   }
 }
 
+// FillOrder's midpoints are the spec's list (docs/delta-format.md, "Fill points"), computed here
+// one pair at a time as the spec writes it, on the cases the four-pair (SSE2) path must get the
+// same: pairs exactly at the distance limit and just past it, squared ranges on a bin's edge, at
+// the last bin and far beyond it (and beyond int's range), a count of pairs not a multiple of
+// four, and ties in bin kept in pair order.
+TEST(Codec, FillOrderIsTheSpecsList) {
+  Candidates cand;
+  // A limit whose square is a float square: 0.25^2.
+  cand.resolution_m = 1.0 / 6;
+  const float limit2 = float((1.5 * cand.resolution_m) * (1.5 * cand.resolution_m));
+  ASSERT_EQ(limit2, 0.0625f);
+  std::mt19937 rng(11);
+  // Random pairs' squared ranges stay below the last two bins.
+  std::uniform_real_distribution<float> coord(-80.0f, 80.0f), step(-0.2f, 0.2f);
+  std::vector<SelectedPair> pairs;
+  auto add = [&](const Eigen::Vector3f& a, const Eigen::Vector3f& b) {
+    cand.sensor.push_back(b);
+    cand.sensor.push_back(a);
+    const uint32_t later = uint32_t(cand.sensor.size() - 1);
+    pairs.push_back({later, later - 1, 0});
+  };
+  for (int k = 0; k < 4002; ++k) {
+    const Eigen::Vector3f a(coord(rng), coord(rng), coord(rng) / 10);
+    add(a, a + Eigen::Vector3f(step(rng), step(rng), step(rng)));
+  }
+  // At the limit and a float step past it; on a bin's edge (a midpoint at squared range 100);
+  // beyond the last bin, and beyond int.
+  add({10, 0, 0}, {10.25f, 0, 0});
+  add({10, 0, 0}, {std::nextafter(10.25f, 100.0f), 0, 0});
+  add({10, 0, 0}, {10, 0, 0});
+  add({std::nextafter(10.0f, 0.0f), 0, 0}, {std::nextafter(10.0f, 0.0f), 0, 0});
+  add({130, 0, 0}, {130.05f, 0, 0});
+  add({3e5f, 0, 0}, {3e5f, 0, 0});
+  add({3e19f, 0, 0}, {3e19f, 0, 0});
+  add({127.994f, 0, 0}, {127.994f, 0, 0});  // the bin before the last, after those in pair order
+  ASSERT_NE(pairs.size() % 4, 0u);
+  std::vector<std::pair<int, uint32_t>> spec;  // (bin, pair), midpoints only
+  for (uint32_t k = 0; k < pairs.size(); ++k) {
+    const Eigen::Vector3f& a = cand.sensor[pairs[k].later];
+    const Eigen::Vector3f& b = cand.sensor[pairs[k].earlier];
+    const float dx = a.x() - b.x(), dy = a.y() - b.y(), dz = a.z() - b.z();
+    if (!(dx * dx + dy * dy + dz * dz <= limit2)) continue;
+    const float mx = (a.x() + b.x()) * 0.5f, my = (a.y() + b.y()) * 0.5f,
+                mz = (a.z() + b.z()) * 0.5f;
+    const float r2 = mx * mx + my * my + mz * mz;
+    spec.emplace_back(r2 >= 16383.0f ? 16383 : int(r2), k);
+  }
+  std::stable_sort(spec.begin(), spec.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  const std::vector<uint32_t> order = FillOrder(cand, pairs, 0);
+  ASSERT_EQ(order.size(), spec.size());
+  for (size_t e = 0; e < order.size(); ++e) {
+    ASSERT_EQ(order[e], spec[e].second << 2) << "entry " << e;
+  }
+  // The edge cases are in the list where the spec puts them: the pair at the limit in, the one
+  // past it out; last the one in bin 16382, then the three beyond 128 m in pair order.
+  const uint32_t first_edge = 4002;
+  auto listed = [&](uint32_t k) {
+    return std::find(order.begin(), order.end(), k << 2) != order.end();
+  };
+  EXPECT_TRUE(listed(first_edge));
+  EXPECT_FALSE(listed(first_edge + 1));
+  ASSERT_GE(order.size(), 4u);
+  const std::vector<uint32_t> tail(order.end() - 4, order.end());
+  EXPECT_EQ(tail, (std::vector<uint32_t>{(first_edge + 7) << 2, (first_edge + 4) << 2,
+                                         (first_edge + 5) << 2, (first_edge + 6) << 2}));
+}
+
 // The fill decodes exactly the points the encoder let through, in the visiting order (FillOrder),
 // each with an original point within the bound: on the whole frame (few vetoes: the decoder's
 // order, sorted only a little past its budget, is enough), on a frame thinned to one point in
