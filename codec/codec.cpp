@@ -448,7 +448,11 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
   // Only the buckets a tested point scans are filled: on KITTI 00 at T = 0.05, the 8-13 k points
   // tested (of the 27-36 k the first test left) scan 5.5-7 k of the 137 k buckets, which hold
   // 206-225 k of the 357 k candidates.
-  std::vector<std::pair<size_t, size_t>> tested;  // (point, its bucket)
+  // Per point tested, the buckets it scans: its own and the two beside it in its column.
+  struct Tested {
+    size_t i, lo, hi;
+  };
+  std::vector<Tested> tested;
   std::vector<uint8_t> wanted(size_t(kAngularCols) * size_t(bins), 0);
   for (size_t i = 0; i < pts.size(); ++i) {
     if ((*near)[i]) continue;
@@ -457,7 +461,7 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
     const size_t lo = std::max(at, column_start + 1) - 1;
     const size_t hi = std::min(at + 2, column_start + size_t(bins));
     std::fill(wanted.begin() + ptrdiff_t(lo), wanted.begin() + ptrdiff_t(hi), uint8_t(1));
-    tested.emplace_back(i, at);
+    tested.push_back({i, lo, hi});
   }
   struct Sample {
     float h, z;
@@ -478,13 +482,10 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
     samples[fill[where[j]]++] = {std::sqrt(q.x() * q.x() + q.y() * q.y()), q.z()};
   }
   const float dz = float(gap_m);
-  for (const auto& [i, at] : tested) {
+  for (const auto& [i, lo, hi] : tested) {
     const Eigen::Vector3f& p = pts[i];
     const float h = std::sqrt(p.x() * p.x() + p.y() * p.y()), z = p.z();
     const float w = float(kSurfaceWindow) * h;
-    const size_t column_start = at - at % size_t(bins);
-    const size_t lo = std::max(at, column_start + 1) - 1;
-    const size_t hi = std::min(at + 2, column_start + size_t(bins));
     bool nearer = false, farther = false;
     for (uint32_t k = start[lo]; k < start[hi] && !(nearer && farther); ++k) {
       const Sample& q = samples[k];
