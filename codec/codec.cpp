@@ -445,10 +445,9 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
     const double b = std::floor((double(z) + kSpanM) / bin_m);
     return size_t(column) * size_t(bins) + size_t(std::min(std::max(b, 0.0), double(bins - 1)));
   };
-  // Only the buckets a tested point scans are filled: on KITTI 00 at T = 0.05, the 8-13 k points
-  // tested (of the 27-36 k the first test left) scan 5.5-7 k of the 137 k buckets, which hold
-  // 206-225 k of the 357 k candidates.
-  // Per point tested, the buckets it scans: its own and the two beside it in its column.
+  // Per point tested, the buckets it scans (its own and the two beside it in its column); only
+  // those are filled: on KITTI 00 at T = 0.05, the 8-13 k points tested (of the 27-36 k the first
+  // test left) scan 5.5-7 k of the 137 k buckets, which hold 206-225 k of the 357 k candidates.
   struct Tested {
     size_t i, lo, hi;
   };
