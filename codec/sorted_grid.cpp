@@ -153,6 +153,9 @@ SortedGrid::Queries SortedGrid::Sort(const std::vector<int32_t>& keys,
   if (packed_.empty()) return q;
   if (nb > max_nb_) std::abort();       // a caller's bug: the packing has no room for it
   const int margin = 2 * max_nb_ - nb;  // from the grown box in to nb around the items' box
+  // Room for every query at once: grown push by push, the copies were a sixth of the sort.
+  q.packed.reserve(valid.size());
+  q.index.reserve(valid.size());
   for (size_t i = 0; i < valid.size(); ++i) {
     const int32_t* k = &keys[3 * i];
     bool near = valid[i] != 0;
@@ -195,10 +198,13 @@ void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
 
 void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
   if (g_.distinct_) {
+    // Gathered into the pass's own span^3 slots, then appended: resizing *out to the most it
+    // could take and back zeroed the span^3 slots first, a sixth of the classification's
+    // instructions at T = 0.05 (KITTI 00).
     const int span = 2 * nb_ + 1;
-    const size_t base = out->size();
-    out->resize(base + size_t(span) * size_t(span) * size_t(span));
-    int32_t* const to = out->data() + base;
+    const size_t most = size_t(span) * size_t(span) * size_t(span);
+    if (scratch_.size() < most) scratch_.resize(most);
+    int32_t* const to = scratch_.data();
     const uint64_t* keys = g_.packed_.data();
     const uint32_t* item = g_.item_.data();
     const size_t n = g_.packed_.size();
@@ -206,7 +212,7 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
     int32_t* const end =
         span == 3 ? GatherDistinct<3>(keys, item, n, span, packed, step_x_, step_y_, c, to)
                   : GatherDistinct<0>(keys, item, n, span, packed, step_x_, step_y_, c, to);
-    out->resize(size_t(end - out->data()));
+    out->insert(out->end(), to, end);
     return;
   }
   Columns(packed, [&](int, int, size_t begin, size_t end) {

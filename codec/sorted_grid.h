@@ -146,7 +146,8 @@ class SortedGrid {
     const int nb_;
     // What one step in x and in y adds to a packed key (no carry: SortedGrid's box has room).
     const int64_t step_x_, step_y_;
-    std::vector<size_t> cursor_;  // per column (dx, dy)
+    std::vector<size_t> cursor_;    // per column (dx, dy)
+    std::vector<int32_t> scratch_;  // Gather's, of distinct items
   };
 
  private:
