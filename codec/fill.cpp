@@ -8,6 +8,7 @@
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/maps/key_floor.h"
 
 namespace dv::codec {
 namespace {
@@ -184,8 +185,11 @@ void FillEncoder::Index(const std::vector<int32_t>& point_nearest) {
   }
 }
 
+// Only for points within far_ of the sensor (the candidates' reach, under the 300 m of their ball,
+// plus 2 bound_m), in cells of 0.9 mm or more: keys within int's range, so no clamp (std::floor
+// without SSE4.1 was a sixth of the fill's instructions at T = 0.3, KITTI 00).
 void FillEncoder::Cell(const Eigen::Vector3f& p, int32_t* k) const {
-  for (int a = 0; a < 3; ++a) k[a] = int32_t(std::floor(double(p[a]) * inv_));
+  for (int a = 0; a < 3; ++a) k[a] = maps::BoundedFloor(double(p[a]) * inv_);
 }
 
 uint32_t FillEncoder::Bucket(int32_t x, int32_t y, int32_t z) const {

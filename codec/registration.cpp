@@ -57,14 +57,6 @@ constexpr int kMaxFineIterations = 5;
 constexpr double kConvergedM = 2e-4;
 constexpr size_t kMinCorrespondences = 100;
 
-// floor(v) where |v| is far below 2^31, as the keys below are (within 80 m, cells of 0.125 m or
-// more): maps::KeyFloor without its clamp, which is for any double. The keys were a third of
-// the subsamples' instructions.
-int32_t FloorNear(double v) {
-  const int32_t i = int32_t(v);
-  return i - int32_t(double(i) > v);
-}
-
 // The points registration takes: between 3 and 80 m from the sensor.
 bool InReach(const Eigen::Vector3d& p) {
   const double r2 = p.squaredNorm();
@@ -82,7 +74,8 @@ class CellSample {
     // Within 80 m and cells of 0.125 m or more, a key is a few hundred at most (in range), and
     // which cell a point on a boundary falls in does not matter here: a product, not a quotient.
     const uint64_t packed =
-        kernels::PackKey(FloorNear(p.x() * inv_), FloorNear(p.y() * inv_), FloorNear(p.z() * inv_));
+        kernels::PackKey(maps::BoundedFloor(p.x() * inv_), maps::BoundedFloor(p.y() * inv_),
+                         maps::BoundedFloor(p.z() * inv_));
     // A scan's points come ring by ring in azimuth order, mostly in the cell of the point
     // before: that one is known without a look-up (2.4 -> 1.0 ms a frame for both subsamples,
     // KITTI 00).

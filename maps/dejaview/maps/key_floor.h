@@ -21,4 +21,11 @@ DV_HOST_DEVICE inline int KeyFloor(double v) {
   return i - int(double(i) > c);
 }
 
+// floor(v) where the caller bounds |v| well below 2^31: KeyFloor without its clamp, a third of
+// its instructions (registration's subsamples, the fill's cells).
+DV_HOST_DEVICE inline int BoundedFloor(double v) {
+  const int i = int(v);
+  return i - int(double(i) > v);
+}
+
 }  // namespace dv::maps
