@@ -1220,8 +1220,11 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   // The frame's points in one allocation: growing the arrays point by point cost 0.75 ms a frame
   // (KITTI 00, T = 0.1). The fill adds up to the section's count of the original points, and at
   // most three points a selected pair (fill.h): a damaged count reserves no more than that.
-  size_t decoded_points = residual.centres.size() + gap.centres.size() + surface.centres.size();
-  for (uint8_t s : selected) decoded_points += s;
+  size_t selected_count = 0;
+  for (uint8_t s : selected) selected_count += s;
+  // One more for the selected points' spare slot (below).
+  size_t decoded_points =
+      selected_count + 1 + residual.centres.size() + gap.centres.size() + surface.centres.size();
   const ParsedSection* fill = FindSection(sections, kFill);
   if (fill) {
     ByteReader fill_reader(fill->data, fill->size);
@@ -1232,11 +1235,24 @@ StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* 
   }
   out.cloud.reserve(decoded_points);
   out.source.reserve(decoded_points);
-  for (size_t i = 0; i < selected.size(); ++i) {
-    if (!selected[i]) continue;
-    out.cloud.push_back(cand.sensor[i], intensity ? float(cand.voxels[i].intensity) / 255.0f : 0);
-    out.source.push_back(0);
+  // The selected candidates' points without a branch: every candidate's point is written to the
+  // next slot, and only a selected one moves on from it (the last candidate's may write the spare
+  // slot). A branch a candidate mispredicted on about a fifth of them: 5.8% of the decoder's time
+  // at T = 0.1 (KITTI 00). The intensities from a table of the same divisions.
+  float voxel_intensity[256];
+  for (int v = 0; v < 256; ++v) voxel_intensity[v] = intensity ? float(v) / 255.0f : 0.0f;
+  out.cloud.xyz.resize(selected_count + 1);
+  out.cloud.intensity.resize(selected_count + 1);
+  Eigen::Vector3f* xyz = out.cloud.xyz.data();
+  float* point_intensity = out.cloud.intensity.data();
+  for (size_t i = 0, n = 0; i < selected.size(); ++i) {
+    xyz[n] = cand.sensor[i];
+    point_intensity[n] = voxel_intensity[cand.voxels[i].intensity];
+    n += selected[i];
   }
+  out.cloud.xyz.resize(selected_count);
+  out.cloud.intensity.resize(selected_count);
+  out.source.assign(selected_count, 0);
   AppendCells(residual, intensity, 1, &out);
   AppendCells(gap, intensity, 2, &out);
   if (!on_profile) {
