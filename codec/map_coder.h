@@ -94,21 +94,43 @@ constexpr int kFaceX = 4, kFaceY = 10, kFaceZ = 12;
 // in turn, and candidates before begin are never neighbours (a part of the selection, below).
 class CausalNeighbours {
  public:
-  explicit CausalNeighbours(const Candidates& c, size_t begin = 0);
+  // ranges (optional): version 5's ranges of the candidates (RingStates, indexed by candidate,
+  // sign bit: selected), filled before each candidate's Next; the planes of ranges below are kept
+  // from them.
+  explicit CausalNeighbours(const Candidates& c, size_t begin = 0, const float* ranges = nullptr);
   // Inline where the candidate is in the slab and tile of the one before, away from the tile's
   // borders (93% of them, KITTI 00 at T = 0.1): the call, which saved and restored the registers
   // the other cases need, was an eighth of the look-up's instructions (callgrind).
   void Next(size_t i, int32_t out[kCausalOffsets]) {
+    const ptrdiff_t at = Locate(i, out);
+    if (at >= 0) Inside(size_t(at), out);
+  }
+  // Next without the neighbours where they are the planes' cells around candidate i's (away from
+  // the tile's borders): returns that cell, for RangesAround and Neighbours; else fills out and
+  // returns -1.
+  ptrdiff_t Locate(size_t i, int32_t out[kCausalOffsets]) {
     const maps::VoxelKey& k = v_[i].key;
     const int lx = k.x() & kTileMask, ly = k.y() & kTileMask, lz = k.z() & kTileMask;
     if (k.x() == slab_x_ && lx >= 1 && ly >= 1 && ly < kTileMask && lz >= 1 && lz < kTileMask &&
         maps::TileOf(k) == tile_) {
       const size_t at = size_t(ly) << kTileBits | size_t(lz);
-      Inside(at, out);
-      cur_[at] = int32_t(i);
-      return;
+      Keep(i, at);
+      return ptrdiff_t(at);
     }
     NextSlow(i, out);
+    return -1;
+  }
+  // The neighbours of the candidate Locate returned cell `at` for, until the next Locate.
+  void Neighbours(size_t at, int32_t out[kCausalOffsets]) const { Inside(at, out); }
+  // With ranges: the planes of the ranges of slabs x - 1 (prev) and x (cur), at cell `at`
+  // (Locate's): rows of maps::kTileVoxels cells by z, +infinity where no candidate is. A cell's
+  // neighbours are a few runs of adjacent cells, read four at a time (RingStatePlanes), not
+  // looked up one by one.
+  const float* PrevRanges(size_t at) const { return hprev_.data() + at; }
+  const float* CurRanges(size_t at) const { return hcur_.data() + at; }
+  // With ranges: the last candidate's bit, once coded (its range's sign, as RingStates::Mark).
+  void Mark(int bit) {
+    if (bit && ranges_) hcur_[last_] = -hcur_[last_];
   }
 
  private:
@@ -119,6 +141,14 @@ class CausalNeighbours {
   static constexpr int kTileBits = 8;
   static constexpr int kTileMask = maps::kTileVoxels - 1;
   void NextSlow(size_t i, int32_t out[kCausalOffsets]);
+  // Candidate i now holds plane cell `at` of slab x.
+  void Keep(size_t i, size_t at) {
+    cur_[at] = int32_t(i);
+    if (ranges_) {
+      hcur_[at] = ranges_[i];
+      last_ = at;
+    }
+  }
   // The neighbours of the candidate at plane cell `at` away from the tile's borders: offsets
   // 0..8 in slab x - 1, 9..12 in slab x.
   void Inside(size_t at, int32_t out[kCausalOffsets]) const {
@@ -140,7 +170,9 @@ class CausalNeighbours {
     out[12] = c[-1];
   }
   int32_t InEarlierTile(int offset, const maps::VoxelKey& key);
-  void Clear(std::vector<int32_t>* plane, int32_t begin, int32_t end);
+  // Empties the cells of candidates [begin, end) in the index plane and, with ranges, in the
+  // plane of ranges beside it.
+  void Clear(std::vector<int32_t>* plane, std::vector<float>* ranges, int32_t begin, int32_t end);
   void NewTile(const maps::VoxelKey& tile, size_t i);
 
   const std::vector<maps::MapVoxel>& v_;
@@ -149,6 +181,12 @@ class CausalNeighbours {
   // local z, -1 where none. They hold the candidates [prev_begin_, cur_begin_) (none unless the
   // slab before is x - 1) and [cur_begin_, i).
   std::vector<int32_t> prev_, cur_;
+  // With ranges_: the same slabs' ranges (+infinity where -1), each kPlaneCells + 1 long (a read
+  // of four cells from the last row's cell 254 reads one past it), and the cell of the last
+  // candidate.
+  const float* ranges_;
+  std::vector<float> hprev_, hcur_;
+  size_t last_ = 0;
   int32_t slab_x_ = 0;
   // The tile of runs_.back(), or none: a tile's keys are below 2^23 (maps::KeyInRange).
   maps::VoxelKey tile_ = maps::VoxelKey::Constant(INT32_MAX);
@@ -178,6 +216,11 @@ constexpr int kPaddedOffsets = 16;
 int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
 #ifdef __SSE2__
 int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
+// The same state for a candidate away from its tile's borders, from CausalNeighbours' planes of
+// ranges (PrevRanges, CurRanges at its cell) and its own range hi: its 13 causal neighbours are
+// the cells at z - 1 .. z + 1 of rows y - 1 .. y + 1 of slab x - 1, of row y - 1 of slab x, and
+// the cell at z - 1 of row y, read as five loads of four cells, not thirteen look-ups.
+int RingStatePlanes(const float* prev, const float* cur, float hi);
 #endif
 
 // How the selection bits are modelled (docs/delta-format.md), by format version:

@@ -1759,6 +1759,65 @@ TEST(Codec, RingStateSse2MatchesScalar) {
 #endif
 }
 
+// Away from a tile's borders the selection coder takes the ring state from CausalNeighbours'
+// planes of ranges (RingStatePlanes), elsewhere from looked-up neighbours (RingStateSse2 or the
+// portable one): both must give the portable state for the same neighbours, whatever the cells
+// around them that are no causal neighbour hold (the planes' loads read some).
+TEST(Codec, RingStatePlanesMatchesScalar) {
+#ifdef __SSE2__
+  constexpr size_t kRow = maps::kTileVoxels, kCells = kRow * kRow + 1;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> pick(0, 9);
+  std::uniform_real_distribution<float> range(0.5f, 120.0f);
+  std::uniform_int_distribution<int> inside(1, int(kRow) - 2);
+  std::vector<float> prev(kCells), cur(kCells);
+  std::set<int> states;
+  for (int trial = 0; trial < 200000; ++trial) {
+    const float hi = range(rng);
+    // Every cell some value, selected or not, absent (+infinity) or at the candidate's own range
+    // (an exact tie) or a float step from it, so that what is read and not used would show.
+    auto value = [&]() {
+      const int kind = pick(rng);
+      float v = kind < 3    ? HUGE_VALF
+                : kind == 3 ? hi
+                : kind == 4 ? std::nextafter(hi, 200.0f)
+                            : range(rng);
+      if (v != HUGE_VALF && pick(rng) < 4) v = -v;
+      return v;
+    };
+    const size_t at = size_t(inside(rng)) * kRow + size_t(inside(rng));
+    for (int dy = -1; dy <= 1; ++dy) {
+      for (int dz = -1; dz <= 2; ++dz) {  // z + 2: read with the others, not used
+        const size_t cell = size_t(ptrdiff_t(at) + dy * ptrdiff_t(kRow) + dz);
+        prev[cell] = value();
+        cur[cell] = value();
+      }
+    }
+    // The same neighbours as candidates 0..12 of an array of ranges, candidate 13 the one coded.
+    std::vector<float> storage(kCausalOffsets + 2);
+    storage[0] = HUGE_VALF;
+    float* h = storage.data() + 1;
+    int32_t nb[kPaddedOffsets];
+    for (int k = 0; k < kPaddedOffsets; ++k) nb[k] = -1;
+    const bool none = trial % 97 == 0;  // now and then no neighbour at all
+    for (int k = 0; k < kCausalOffsets; ++k) {
+      const int8_t* o = kCausalOffset[k];
+      float& v = (o[0] < 0 ? prev : cur)[size_t(ptrdiff_t(at) + o[1] * ptrdiff_t(kRow) + o[2])];
+      if (none) v = HUGE_VALF;
+      h[k] = v;
+      if (v != HUGE_VALF) nb[k] = k;
+    }
+    h[kCausalOffsets] = hi;
+    const int scalar = RingStateScalar(h, nb, kCausalOffsets);
+    ASSERT_EQ(RingStatePlanes(prev.data() + at, cur.data() + at, hi), scalar) << "trial " << trial;
+    states.insert(scalar);
+  }
+  EXPECT_EQ(states.size(), 57u);  // every state that can occur (RingStateSse2MatchesScalar)
+#else
+  GTEST_SKIP() << "no SSE2 on this target: only the portable version exists";
+#endif
+}
+
 // The bitstream is pinned. The encoder must write the committed version 9 files byte for byte,
 // and every committed file must decode within its bound: the version 1-8 files that earlier
 // encoders wrote stay, so frames already in spools and stores keep decoding.
