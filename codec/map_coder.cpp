@@ -43,16 +43,17 @@ constexpr uint32_t kSign = 0x80000000u, kInfinity = 0x7f800000u;
 
 // The context from the keys (see RingStateScalar) and ranges hv of the 13 neighbours, the two
 // least keys and the number selected. hv and the keys are at hand: no look-up again.
-// signs: bit k set when neighbour k (0..15) is selected.
+// signs: bit k set when neighbour k (0..15) is selected. Products, not branches: whether a
+// neighbour is there is data.
 int RingContextOf(unsigned signs, uint32_t best, uint32_t level, uint32_t below, int sel) {
   auto state = [&](uint32_t k) {
-    return (k & ~15u) == kInfinity ? 0 : 1 + int((signs >> (k & 15)) & 1);
+    return int((k & ~15u) != kInfinity) * (1 + int((signs >> (k & 15)) & 1));
   };
   return ((state(best) * 3 + state(level)) * 4 + std::min(sel, 3)) * 3 + state(below);
 }
 int RingContext(const float* hv, const uint32_t* key, uint32_t best, uint32_t level, int sel) {
   auto state = [&](uint32_t k) {
-    return (k & ~15u) == kInfinity ? 0 : 1 + int(Bits(hv[k & 15]) >> 31);
+    return int((k & ~15u) != kInfinity) * (1 + int(Bits(hv[k & 15]) >> 31));
   };
   return ((state(best) * 3 + state(level)) * 4 + std::min(sel, 3)) * 3 + state(key[kFaceZ]);
 }
