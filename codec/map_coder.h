@@ -106,8 +106,8 @@ class CausalNeighbours {
     if (at >= 0) Inside(size_t(at), out);
   }
   // Next without the neighbours where they are the planes' cells around candidate i's (away from
-  // the tile's borders): returns that cell, for RangesAround and Neighbours; else fills out and
-  // returns -1.
+  // the tile's borders): returns that cell, for PrevRanges, CurRanges and Neighbours; else fills
+  // out and returns -1.
   ptrdiff_t Locate(size_t i, int32_t out[kCausalOffsets]) {
     const maps::VoxelKey& k = v_[i].key;
     const int lx = k.x() & kTileMask, ly = k.y() & kTileMask, lz = k.z() & kTileMask;

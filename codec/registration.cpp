@@ -135,9 +135,7 @@ void SubsampleBoth(const std::vector<Eigen::Vector3f>& frame, double a_m, size_t
 class Patch {
  public:
   explicit Patch(const Eigen::Vector3d& corner) : corner_(corner) {}
-  // Inline (GCC called it): the call saved and restored registers around a few dozen
-  // instructions a point.
-  [[gnu::always_inline]] void Add(const Eigen::Vector3d& p) {
+  void Add(const Eigen::Vector3d& p) {
     const Eigen::Vector3d d = p - corner_;
     sum_ += d;
     outer_ += d * d.transpose();
