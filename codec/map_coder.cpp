@@ -43,23 +43,31 @@ constexpr uint32_t kSign = 0x80000000u, kInfinity = 0x7f800000u;
 
 // The context from the least key (best), the least of the four at the candidate's height
 // (level), the key of the neighbour below, the number selected and which are (signs: bit k for
-// the neighbour whose key's low 4 bits are k; keys as RingStateScalar's). A state as a product, not
-// a branch: whether a neighbour is there is data (selection coding 17.0 -> 15.9 ms a frame at T =
-// 0.05, KITTI 00).
-int RingContextOf(unsigned signs, uint32_t best, uint32_t level, uint32_t below, int sel) {
+// the neighbour whose key's low 4 bits are k; keys as RingStateScalar's): what the keys and signs
+// say, no look-up again. A state as a product, not a branch: whether a neighbour is there is
+// data (selection coding 17.0 -> 15.9 ms a frame at T = 0.05, KITTI 00).
+int RingContext(unsigned signs, uint32_t best, uint32_t level, uint32_t below, int sel) {
   auto state = [&](uint32_t k) {
     return int((k & ~15u) != kInfinity) * (1 + int((signs >> (k & 15)) & 1));
   };
   return ((state(best) * 3 + state(level)) * 4 + std::min(sel, 3)) * 3 + state(below);
 }
 
-// The same from the keys and ranges hv of the 13 neighbours, which are at hand: no look-up again.
-int RingContext(const float* hv, const uint32_t* key, uint32_t best, uint32_t level, int sel) {
-  auto state = [&](uint32_t k) {
-    return int((k & ~15u) != kInfinity) * (1 + int(Bits(hv[k & 15]) >> 31));
-  };
-  return ((state(best) * 3 + state(level)) * 4 + std::min(sel, 3)) * 3 + state(key[kFaceZ]);
+#ifdef __SSE2__
+// Four neighbours' keys (RingStateScalar's) from their ranges x, the candidate's range hi in
+// every lane, and each lane's low four bits.
+inline __m128i RingKeys(__m128 x, __m128 hi, __m128i low_bits) {
+  const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(int(kSign)));
+  const __m128 d = _mm_andnot_ps(sign, _mm_sub_ps(_mm_andnot_ps(sign, x), hi));
+  return _mm_or_si128(_mm_and_si128(_mm_castps_si128(d), _mm_set1_epi32(~15)), low_bits);
 }
+
+// The lesser of each lane; signed compares order the keys, which are below 2^31.
+inline __m128i Lesser(__m128i a, __m128i b) {
+  const __m128i greater = _mm_cmpgt_epi32(a, b);
+  return _mm_or_si128(_mm_and_si128(greater, b), _mm_andnot_si128(greater, a));
+}
+#endif
 
 }  // namespace
 
@@ -68,21 +76,21 @@ int RingContext(const float* hv, const uint32_t* key, uint32_t best, uint32_t le
 // wins, and an absent neighbour is at infinity (h[-1]). Minima, not branches: which neighbour is
 // nearest is data, and mispredicted it costs more.
 int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
-  float hv[kCausalOffsets];
   uint32_t key[kCausalOffsets];
+  unsigned signs = 0;
   int sel = 0;
   const float hi = h[i];
   for (int k = 0; k < kCausalOffsets; ++k) {
-    hv[k] = h[nb[k]];
-    const uint32_t hj = Bits(hv[k]);
+    const uint32_t hj = Bits(h[nb[k]]);
     key[k] = (Bits(std::fabs(FromBits(hj & ~kSign) - hi)) & ~15u) | uint32_t(k);
+    signs |= (hj >> 31) << k;
     sel += int(hj >> 31);
   }
   // A tree of minima: a chain of 12 would be as long as its dependencies.
   const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
   const uint32_t rest = std::min(std::min(std::min(key[0], key[2]), std::min(key[3], key[5])),
                                  std::min(std::min(key[6], key[8]), std::min(key[9], key[11])));
-  return RingContext(hv, key, std::min(std::min(level, rest), key[12]), level, sel);
+  return RingContext(signs, std::min(std::min(level, rest), key[12]), level, key[kFaceZ], sel);
 }
 
 #ifdef __SSE2__
@@ -92,31 +100,22 @@ int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
   alignas(16) float hv[kPaddedOffsets];
   for (int k = 0; k < kPaddedOffsets; ++k) hv[k] = h[nb[k]];
   const __m128 hi = _mm_set1_ps(h[i]);
-  const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(int(kSign)));
-  const __m128i low = _mm_set1_epi32(~15);
   alignas(16) uint32_t key[kPaddedOffsets];
-  int selected = 0;
-  // The lesser of each lane; signed compares order the keys, which are below 2^31.
-  auto fold = [](__m128i a, __m128i b) {
-    const __m128i greater = _mm_cmpgt_epi32(a, b);
-    return _mm_or_si128(_mm_and_si128(greater, b), _mm_andnot_si128(greater, a));
-  };
+  unsigned selected = 0;
   __m128i least = _mm_set1_epi32(0x7fffffff);
   for (int v = 0; v < 4; ++v) {
     const __m128 x = _mm_load_ps(hv + 4 * v);
-    selected |= _mm_movemask_ps(x) << (4 * v);
-    const __m128 d = _mm_andnot_ps(sign, _mm_sub_ps(_mm_andnot_ps(sign, x), hi));
-    const __m128i k = _mm_or_si128(_mm_and_si128(_mm_castps_si128(d), low),
-                                   _mm_setr_epi32(4 * v, 4 * v + 1, 4 * v + 2, 4 * v + 3));
+    selected |= unsigned(_mm_movemask_ps(x)) << (4 * v);
+    const __m128i k = RingKeys(x, hi, _mm_setr_epi32(4 * v, 4 * v + 1, 4 * v + 2, 4 * v + 3));
     _mm_store_si128(reinterpret_cast<__m128i*>(key + 4 * v), k);
-    least = fold(least, k);
+    least = Lesser(least, k);
   }
   // Shifts by immediates: clang wants constants, not a loop variable.
-  least = fold(least, _mm_srli_si128(least, 8));
-  least = fold(least, _mm_srli_si128(least, 4));
+  least = Lesser(least, _mm_srli_si128(least, 8));
+  least = Lesser(least, _mm_srli_si128(least, 4));
   const uint32_t best = uint32_t(_mm_cvtsi128_si32(least));
   const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
-  return RingContext(hv, key, best, level, Popcount16(unsigned(selected)));
+  return RingContext(selected, best, level, key[kFaceZ], Popcount16(selected));
 }
 
 int RingStatePlanes(const float* prev, const float* cur, float hi) {
@@ -138,32 +137,22 @@ int RingStatePlanes(const float* prev, const float* cur, float hi) {
   // neighbour's, and where none is finite every state is 0 whichever lane holds the least. The
   // lanes' sign bits are then the neighbours' states by position, without a shuffle.
   const __m128 h = _mm_set1_ps(hi);
-  const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(int(kSign)));
-  const __m128i low = _mm_set1_epi32(~15);
-  auto key = [&](__m128 x, __m128i offsets) {
-    const __m128 d = _mm_andnot_ps(sign, _mm_sub_ps(_mm_andnot_ps(sign, x), h));
-    return _mm_or_si128(_mm_and_si128(_mm_castps_si128(d), low), offsets);
-  };
-  const __m128i k0 = key(r0, _mm_setr_epi32(0, 1, 2, 3));
-  const __m128i k1 = key(r1, _mm_setr_epi32(4, 5, 6, 7));
-  const __m128i k2 = key(r2, _mm_setr_epi32(8, 9, 10, 11));
-  const __m128i k3 = key(r3, _mm_setr_epi32(12, 13, 14, 15));
-  auto fold = [](__m128i a, __m128i b) {
-    const __m128i greater = _mm_cmpgt_epi32(a, b);
-    return _mm_or_si128(_mm_and_si128(greater, b), _mm_andnot_si128(greater, a));
-  };
+  const __m128i k0 = RingKeys(r0, h, _mm_setr_epi32(0, 1, 2, 3));
+  const __m128i k1 = RingKeys(r1, h, _mm_setr_epi32(4, 5, 6, 7));
+  const __m128i k2 = RingKeys(r2, h, _mm_setr_epi32(8, 9, 10, 11));
+  const __m128i k3 = RingKeys(r3, h, _mm_setr_epi32(12, 13, 14, 15));
   // Lane by lane the least of the four rows; lane 1 holds offsets 1, 4, 7 and 10, the four at
   // the candidate's height.
-  __m128i least = fold(fold(k0, k1), fold(k2, k3));
+  __m128i least = Lesser(Lesser(k0, k1), Lesser(k2, k3));
   const uint32_t level = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi32(least, 1)));
-  least = fold(least, _mm_srli_si128(least, 8));
-  least = fold(least, _mm_srli_si128(least, 4));
+  least = Lesser(least, _mm_srli_si128(least, 8));
+  least = Lesser(least, _mm_srli_si128(least, 4));
   const uint32_t best = uint32_t(_mm_cvtsi128_si32(least));
   const uint32_t below = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi32(k3, 3)));
   // Sign bits by position (a padding lane, +infinity, has none).
   const unsigned signs = unsigned(_mm_movemask_ps(r0) | _mm_movemask_ps(r1) << 4 |
                                   _mm_movemask_ps(r2) << 8 | _mm_movemask_ps(r3) << 12);
-  return RingContextOf(signs, best, level, below, Popcount16(signs));
+  return RingContext(signs, best, level, below, Popcount16(signs));
 }
 #endif
 
