@@ -349,11 +349,7 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
     // voxels that are not a patch, used only when planes are too few (sparse rings of a coarse
     // map: without them, registration returned the prior on all 5 coded frames of KITTI 00 at
     // T = 0.5).
-    Eigen::Matrix<double, 6, 6> H[2] = {Eigen::Matrix<double, 6, 6>::Zero(),
-                                        Eigen::Matrix<double, 6, 6>::Zero()};
-    Eigen::Matrix<double, 6, 1> b[2] = {Eigen::Matrix<double, 6, 1>::Zero(),
-                                        Eigen::Matrix<double, 6, 1>::Zero()};
-    size_t used[2] = {0, 0};
+    NormalSums sums[2];
     const std::vector<Eigen::Vector3d>& source = fine ? fine_source : coarse_source;
     const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
     if (helper) {
@@ -376,33 +372,22 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
       Eigen::Vector3d p;
       kernels::Transform(T_k, source[s].data(), p.data());
       const Eigen::Vector3d r = p - map_pts[size_t(best_i)];
-      Eigen::Matrix<double, 3, 6> J;
-      J.leftCols<3>().setIdentity();
-      J.rightCols<3>() = -Skew(p);
       const Eigen::Vector3d* n = fine ? nullptr : &patches[size_t(best_i) - first_patch].Normal();
       if (n && !n->isZero()) {
-        const Eigen::Matrix<double, 1, 6> Jn = n->transpose() * J;
         const double rn = n->dot(r);
-        const double w = kernel * kernel / ((kernel + rn * rn) * (kernel + rn * rn));
-        H[0] += w * Jn.transpose() * Jn;
-        b[0] += w * Jn.transpose() * rn;
-        ++used[0];
+        sums[0].AddPlane(p, *n, rn, kernel * kernel / ((kernel + rn * rn) * (kernel + rn * rn)));
         continue;
       }
-      const int k = fine ? 0 : 1;
-      const double w = kernel * kernel / ((kernel + r.squaredNorm()) * (kernel + r.squaredNorm()));
-      H[k] += w * J.transpose() * J;
-      b[k] += w * J.transpose() * r;
-      ++used[k];
+      const double r2 = r.squaredNorm();
+      sums[fine ? 0 : 1].AddPoint(p, r, kernel * kernel / ((kernel + r2) * (kernel + r2)));
     }
-    if (used[0] < kMinCorrespondences) {
-      H[0] += H[1];
-      b[0] += b[1];
-      used[0] += used[1];
-    }
-    result.correspondences = used[0];
-    if (used[0] < kMinCorrespondences) return result;
-    const Eigen::Matrix<double, 6, 1> dx = -H[0].ldlt().solve(b[0]);
+    if (sums[0].count() < kMinCorrespondences) sums[0].Add(sums[1]);
+    result.correspondences = sums[0].count();
+    if (sums[0].count() < kMinCorrespondences) return result;
+    Eigen::Matrix<double, 6, 6> H;
+    Eigen::Matrix<double, 6, 1> b;
+    sums[0].Build(&H, &b);
+    const Eigen::Matrix<double, 6, 1> dx = -H.ldlt().solve(b);
     Pose step = Pose::Identity();
     const double angle = dx.tail<3>().norm();
     if (angle > 0)
@@ -420,6 +405,61 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
 }
 
 }  // namespace
+
+void NormalSums::AddPlane(const Eigen::Vector3d& p, const Eigen::Vector3d& n, double rn, double w) {
+  const Eigen::Vector3d m = p.cross(n);
+  const double j[6] = {n.x(), n.y(), n.z(), m.x(), m.y(), m.z()};
+  for (int a = 0, e = 0; a < 6; ++a) {
+    const double wa = w * j[a];
+    plane_b_[a] += wa * rn;
+    for (int c = a; c < 6; ++c) plane_[e++] += wa * j[c];
+  }
+  ++count_;
+}
+
+void NormalSums::AddPoint(const Eigen::Vector3d& p, const Eigen::Vector3d& r, double w) {
+  const Eigen::Vector3d wp = w * p;
+  w_ += w;
+  wp_ += wp;
+  wpp_[0] += wp.x() * p.x();
+  wpp_[1] += wp.x() * p.y();
+  wpp_[2] += wp.x() * p.z();
+  wpp_[3] += wp.y() * p.y();
+  wpp_[4] += wp.y() * p.z();
+  wpp_[5] += wp.z() * p.z();
+  wr_ += w * r;
+  wpr_ += wp.cross(r);
+  ++count_;
+}
+
+void NormalSums::Add(const NormalSums& o) {
+  for (int e = 0; e < 21; ++e) plane_[e] += o.plane_[e];
+  for (int a = 0; a < 6; ++a) plane_b_[a] += o.plane_b_[a];
+  w_ += o.w_;
+  wp_ += o.wp_;
+  for (int e = 0; e < 6; ++e) wpp_[e] += o.wpp_[e];
+  wr_ += o.wr_;
+  wpr_ += o.wpr_;
+  count_ += o.count_;
+}
+
+void NormalSums::Build(Eigen::Matrix<double, 6, 6>* H, Eigen::Matrix<double, 6, 1>* b) const {
+  for (int a = 0, e = 0; a < 6; ++a) {
+    (*b)(a) = plane_b_[a];
+    for (int c = a; c < 6; ++c, ++e) (*H)(a, c) = (*H)(c, a) = plane_[e];
+  }
+  const Eigen::Matrix3d S = Skew(wp_);
+  const double trace = wpp_[0] + wpp_[3] + wpp_[5];
+  Eigen::Matrix3d Q;
+  Q << trace - wpp_[0], -wpp_[1], -wpp_[2], -wpp_[1], trace - wpp_[3], -wpp_[4], -wpp_[2], -wpp_[4],
+      trace - wpp_[5];
+  H->topLeftCorner<3, 3>().diagonal().array() += w_;
+  H->topRightCorner<3, 3>() -= S;
+  H->bottomLeftCorner<3, 3>() += S;
+  H->bottomRightCorner<3, 3>() += Q;
+  b->head<3>() += wr_;
+  b->tail<3>() += wpr_;
+}
 
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
                                            const Candidates& c, const Pose& prior,

@@ -14,6 +14,29 @@
 
 namespace dv::codec {
 
+// One iteration's normal equations H dx = -b over (translation, rotation), from matches of the
+// moved source point p with residual r, kept as the few sums they are made of, not as 6 x 6
+// products per match (those were 1.4-1.8 of registration's 8 ms a frame, KITTI 00). A plane
+// match (normal n, residual along it rn) adds w Jn Jn^T and w rn Jn with Jn = (n, p x n); a point
+// match, with J = [I, -[p]x], adds w J^T J = w [[I, -[p]x], [[p]x, |p|^2 I - p p^T]] and
+// w J^T r = w (r, p x r): its sums are those of w, w p, w p p^T, w r and w p x r.
+class NormalSums {
+ public:
+  void AddPlane(const Eigen::Vector3d& p, const Eigen::Vector3d& n, double rn, double w);
+  void AddPoint(const Eigen::Vector3d& p, const Eigen::Vector3d& r, double w);
+  void Add(const NormalSums& other);
+  size_t count() const { return count_; }  // matches added
+  // H and b of every match added (both overwritten).
+  void Build(Eigen::Matrix<double, 6, 6>* H, Eigen::Matrix<double, 6, 1>* b) const;
+
+ private:
+  double plane_[21] = {}, plane_b_[6] = {};  // upper triangle of sum w Jn Jn^T by rows; sum w rn Jn
+  double w_ = 0, wpp_[6] = {};               // sum w; sum w p p^T (xx, xy, xz, yy, yz, zz)
+  Eigen::Vector3d wp_ = Eigen::Vector3d::Zero(), wr_ = Eigen::Vector3d::Zero(),
+                  wpr_ = Eigen::Vector3d::Zero();
+  size_t count_ = 0;
+};
+
 struct RegistrationResult {
   Pose T_map_sensor = Pose::Identity();
   size_t correspondences = 0;

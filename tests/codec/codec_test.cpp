@@ -1417,6 +1417,49 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
 // ground-truth pose (itself good to about a centimetre). On the 0.5 m map the coarse stage finds
 // too few planar patches among sparse rings and matches points as well (it returned the prior
 // when it did not).
+// NormalSums' H and b, built from sums, against the products they stand for: w Jn^T Jn and
+// w Jn^T rn for plane matches, w J^T J and w J^T r for point matches, J = [I, -[p]x].
+TEST(Codec, NormalSumsMatchTheJacobianProducts) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> coord(-80, 80), unit(-1, 1), weight(0.01, 1);
+  for (int trial = 0; trial < 50; ++trial) {
+    NormalSums sums, even, odd;  // every match; and split in two, merged by Add
+    Eigen::Matrix<double, 6, 6> H = Eigen::Matrix<double, 6, 6>::Zero();
+    Eigen::Matrix<double, 6, 1> b = Eigen::Matrix<double, 6, 1>::Zero();
+    for (int m = 0; m < 40; ++m) {
+      const Eigen::Vector3d p(coord(rng), coord(rng), coord(rng) / 10);
+      Eigen::Matrix<double, 3, 6> J;
+      J.leftCols<3>().setIdentity();
+      J.rightCols<3>() << 0, p.z(), -p.y(), -p.z(), 0, p.x(), p.y(), -p.x(), 0;  // -[p]x
+      const double w = weight(rng);
+      if (m % 3 == 0) {
+        const Eigen::Vector3d n = Eigen::Vector3d(unit(rng), unit(rng), unit(rng)).normalized();
+        const double rn = unit(rng) / 4;
+        const Eigen::Matrix<double, 1, 6> Jn = n.transpose() * J;
+        H += w * Jn.transpose() * Jn;
+        b += w * Jn.transpose() * rn;
+        sums.AddPlane(p, n, rn, w);
+        (m % 2 ? odd : even).AddPlane(p, n, rn, w);
+      } else {
+        const Eigen::Vector3d r(unit(rng) / 4, unit(rng) / 4, unit(rng) / 4);
+        H += w * J.transpose() * J;
+        b += w * J.transpose() * r;
+        sums.AddPoint(p, r, w);
+        (m % 2 ? odd : even).AddPoint(p, r, w);
+      }
+    }
+    even.Add(odd);
+    for (const NormalSums* x : {&sums, &even}) {
+      ASSERT_EQ(x->count(), 40u);
+      Eigen::Matrix<double, 6, 6> H_sums;
+      Eigen::Matrix<double, 6, 1> b_sums;
+      x->Build(&H_sums, &b_sums);
+      EXPECT_LE((H_sums - H).cwiseAbs().maxCoeff(), 1e-12 * H.cwiseAbs().maxCoeff()) << trial;
+      EXPECT_LE((b_sums - b).cwiseAbs().maxCoeff(), 1e-12 * b.cwiseAbs().maxCoeff()) << trial;
+    }
+  }
+}
+
 TEST(Codec, KittiRegistrationCorrectsDecimetresAndDegrees) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
