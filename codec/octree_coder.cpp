@@ -10,6 +10,7 @@
 #include "dejaview/base/bytes.h"
 #include "dejaview/codec/range_coder.h"
 #include "popcount.h"
+#include "sorted_grid.h"
 #include "voxel_hash.h"
 
 namespace dv::codec {
@@ -338,22 +339,27 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
   int depth = 1;
   while ((int64_t(1) << depth) <= extent) ++depth;
 
-  std::vector<std::pair<uint64_t, uint32_t>> order(points.size());
+  // The points in Morton order of their cells, each cell's in point order: a stable radix sort
+  // of 3 depth bits (std::sort of (code, index) pairs, the same order, took 1.8-2.8 times as
+  // long on 3-30 k random 36-bit codes).
+  std::vector<uint64_t> code(points.size());
+  std::vector<uint32_t> order(points.size());
   for (size_t i = 0; i < points.size(); ++i) {
     const auto r = keys[i] - lo;
-    order[i] = {Morton(uint32_t(r[0]), uint32_t(r[1]), uint32_t(r[2])), uint32_t(i)};
+    code[i] = Morton(uint32_t(r[0]), uint32_t(r[1]), uint32_t(r[2]));
+    order[i] = uint32_t(i);
   }
-  std::sort(order.begin(), order.end());
+  RadixSort(3 * depth, &code, &order);
   std::vector<std::vector<uint64_t>> levels(depth + 1);
   std::vector<uint8_t> cell_intensity;
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
     double sum = 0;
-    while (j < order.size() && order[j].first == order[i].first) {
-      sum += intensity[order[j].second];
+    while (j < order.size() && code[j] == code[i]) {
+      sum += intensity[order[j]];
       ++j;
     }
-    levels[depth].push_back(order[i].first);
+    levels[depth].push_back(code[i]);
     cell_intensity.push_back(QuantizeIntensity6(float(sum / double(j - i))));
     i = j;
   }

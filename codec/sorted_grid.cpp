@@ -7,32 +7,6 @@
 namespace dv::codec {
 namespace {
 
-// Sorts (packed, index) pairs by packed, stably: an LSD radix sort, 11 bits a pass, over keys of
-// key_bits bits (a frame spans a few thousand voxels per axis: two to four passes). Written here
-// because neither the standard library nor the Debian packages we use offer one; std::sort of
-// the same pairs measured several times slower.
-void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t>* index) {
-  constexpr int kDigit = 11;
-  constexpr uint64_t kMask = (1u << kDigit) - 1;
-  const size_t n = packed->size();
-  std::vector<uint64_t> packed_tmp(n);
-  std::vector<uint32_t> index_tmp(n);
-  std::vector<uint32_t> start(size_t(1) << kDigit);
-  for (int shift = 0; shift < key_bits; shift += kDigit) {
-    std::fill(start.begin(), start.end(), 0);
-    for (uint64_t k : *packed) ++start[(k >> shift) & kMask];
-    uint32_t sum = 0;
-    for (uint32_t& s : start) sum += std::exchange(s, sum);
-    for (size_t m = 0; m < n; ++m) {
-      const uint32_t to = start[((*packed)[m] >> shift) & kMask]++;
-      packed_tmp[to] = (*packed)[m];
-      index_tmp[to] = (*index)[m];
-    }
-    packed->swap(packed_tmp);
-    index->swap(index_tmp);
-  }
-}
-
 // The first position at or after c whose value is >= target, in a sorted array that ends with a
 // value no target reaches: a few steps forward first (most moves are short), inline, then a
 // galloping search, so a cursor that jumps costs a logarithm.
@@ -85,6 +59,30 @@ int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, in
 }
 
 }  // namespace
+
+// Written here because neither the standard library nor the Debian packages we use offer a
+// radix sort; std::sort of the same pairs measured several times slower.
+void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t>* index) {
+  constexpr int kDigit = 11;
+  constexpr uint64_t kMask = (1u << kDigit) - 1;
+  const size_t n = packed->size();
+  std::vector<uint64_t> packed_tmp(n);
+  std::vector<uint32_t> index_tmp(n);
+  std::vector<uint32_t> start(size_t(1) << kDigit);
+  for (int shift = 0; shift < key_bits; shift += kDigit) {
+    std::fill(start.begin(), start.end(), 0);
+    for (uint64_t k : *packed) ++start[(k >> shift) & kMask];
+    uint32_t sum = 0;
+    for (uint32_t& s : start) sum += std::exchange(s, sum);
+    for (size_t m = 0; m < n; ++m) {
+      const uint32_t to = start[((*packed)[m] >> shift) & kMask]++;
+      packed_tmp[to] = (*packed)[m];
+      index_tmp[to] = (*index)[m];
+    }
+    packed->swap(packed_tmp);
+    index->swap(index_tmp);
+  }
+}
 
 SortedGrid::SortedGrid(const std::vector<int32_t>& keys, int max_nb, int per_cell)
     : max_nb_(max_nb) {

@@ -18,6 +18,10 @@
 
 namespace dv::codec {
 
+// Sorts (packed, index) pairs by packed, stably: an LSD radix sort, 11 bits a pass, over keys of
+// key_bits bits (a frame spans a few thousand voxels per axis: two to four passes).
+void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t>* index);
+
 class SortedGrid {
  public:
   // keys: x, y, z per item. Each voxel keeps its first per_cell items in item order (0: all).
