@@ -559,11 +559,8 @@ class SurfaceProfile {
     }
   }
 
-  // The profile's height at (x, y) of the sensor frame; false where the column has no sample on
-  // either side within the window. HeightAt: the same at the i-th point given to the constructor.
-  bool Height(float x, float y, float* z) const {
-    return HeightIn(AngularColumn(Eigen::Vector3f(x, y, 0)), std::sqrt(x * x + y * y), z);
-  }
+  // The profile's height at the i-th point (x, y) given to the constructor; false where its
+  // column has no sample on either side within the window.
   bool HeightAt(size_t i, float* z) const { return HeightIn(at_column_[i], at_h_[i], z); }
 
  private:
@@ -646,6 +643,7 @@ void SplitSurface(const Candidates& cand, double tol, std::vector<Eigen::Vector3
   }
   const SurfaceProfile profile(cand, centres);
   size_t kept = 0;
+  std::vector<float> heights;  // each surface point's cell's, for DropCoveredCells
   for (size_t i = 0; i < gap->size(); ++i) {
     const Eigen::Vector3f p = (*gap)[i];
     const float cx = centres[i].x(), cy = centres[i].y();
@@ -655,6 +653,7 @@ void SplitSurface(const Candidates& cand, double tol, std::vector<Eigen::Vector3
       if (dx * dx + dy * dy + dz * dz <= bound2) {
         surface->push_back(p);
         surface_i->push_back((*gap_i)[i]);
+        heights.push_back(z);
         continue;
       }
     }
@@ -663,12 +662,8 @@ void SplitSurface(const Candidates& cand, double tol, std::vector<Eigen::Vector3
   }
   gap->resize(kept);
   gap_i->resize(kept);
-  const CellHeight height = [&](float x, float y) {
-    float z = 0;
-    profile.Height(x, y, &z);
-    return z;
-  };
-  DropCoveredCells(step, tol - kMarginM, surface, surface_i, &height);
+  // A cell's height is the profile's at its centre, which HeightAt found at each of its points.
+  DropCoveredCells(step, tol - kMarginM, surface, surface_i, &heights);
   for (Eigen::Vector3f& p : *surface) p.z() = 0;
 }
 

@@ -224,11 +224,13 @@ struct IntensityModel {
 }  // namespace
 
 void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f>* points,
-                      std::vector<float>* intensity, const CellHeight* height) {
+                      std::vector<float>* intensity, const std::vector<float>* heights) {
   const size_t n = points->size();
+  const bool height = heights != nullptr;
   // Each point's cell, numbered in the order of first points; the cells' points listed by cell.
   std::vector<int32_t> cell_of(n);
   std::vector<maps::VoxelKey> keys;
+  std::vector<float> cell_height;  // with heights: each cell's, from its first point
   VoxelHash cells(n / 2 + 16);
   for (size_t i = 0; i < n; ++i) {
     maps::VoxelKey k(0, 0, 0);
@@ -239,7 +241,9 @@ void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f
     }
     const int32_t id = int32_t(keys.size());
     cell_of[i] = cells.Insert(PackKey(k), id);
-    if (cell_of[i] == id) keys.push_back(k);
+    if (cell_of[i] != id) continue;
+    keys.push_back(k);
+    if (height) cell_height.push_back((*heights)[i]);
   }
   std::vector<int32_t> start(keys.size() + 1, 0), members(n);
   for (int32_t c : cell_of) ++start[size_t(c) + 1];
@@ -247,13 +251,11 @@ void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f
   std::vector<int32_t> fill(start.begin(), start.end() - 1);
   for (size_t i = 0; i < n; ++i) members[size_t(fill[size_t(cell_of[i])]++)] = int32_t(i);
 
-  // A cell's decoded centre, per axis, as DecodeCells places it; with `height`, its z as well.
+  // A cell's decoded centre, per axis, as DecodeCells places it; with heights, its z as given.
   auto centre = [&](int32_t k) { return double(float((double(k) + 0.5) * step_m)); };
   std::vector<double> decoded_z(keys.size());
   for (size_t c = 0; c < keys.size(); ++c) {
-    const maps::VoxelKey& k = keys[c];
-    decoded_z[c] =
-        height ? double((*height)(float(centre(k.x())), float(centre(k.y())))) : centre(k.z());
+    decoded_z[c] = height ? double(cell_height[c]) : centre(keys[c].z());
   }
   const double bound2 = bound_m * bound_m;
   std::vector<uint8_t> kept(keys.size(), 1), locked(keys.size(), 0);

@@ -5,7 +5,6 @@
 
 #include <Eigen/Core>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "dejaview/base/status.h"
@@ -53,12 +52,12 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
 // points of the cells that stay (with their intensities, in their order). Fewer cells to code,
 // and every point still has a decoded point within bound_m. A cell whose centre covers a point of
 // a dropped cell stays for good; cells are visited in the order of their first points. Keys
-// outside the voxel hash's range leave the points as they are. With `height`, cells are columns
-// (x, y) and a cell decodes to (centre x, centre y, height(centre x, centre y)), which must hold
-// for every cell of the points (the delta format's surface sections).
-using CellHeight = std::function<float(float x, float y)>;
+// outside the voxel hash's range leave the points as they are. With `heights`, cells are columns
+// (x, y) and a cell decodes to (centre x, centre y, height), its height given at each of its
+// points (heights[i] for point i: the same for every point of a cell; the delta format's surface
+// sections, where the profile's height at the centre).
 void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f>* points,
-                      std::vector<float>* intensity, const CellHeight* height = nullptr);
+                      std::vector<float>* intensity, const std::vector<float>* heights = nullptr);
 
 // Intensity quantisation shared by every section: 6 bits over KITTI's [0, 1] reflectance.
 inline uint8_t QuantizeIntensity6(float v) {
