@@ -439,9 +439,7 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
   // counting sort), so that a point scans three buckets of its column: they hold every sample
   // within kSurfaceWindow of its distance (squares 0.81 to 1.21 times its own, less than a bin
   // either way), at any height. Bucketed by height in bins of 0.3 m instead, a point scanned
-  // 180 samples (KITTI 00, T = 0.05), most of them its column's dense ground near the sensor,
-  // and the sort's counts, a read-modify-write per candidate, stalled on runs of candidates in
-  // one bucket.
+  // 180 samples (KITTI 00, T = 0.05), most of them its column's dense ground near the sensor.
   constexpr int kBins = 56;                      // squares from 2^-6 (h = 0.125 m) to 2^22
   constexpr uint32_t kFirst = (127u - 6u) << 1;  // bin 0: exponent 2^-6, top bit 0
   auto bin = [](float h2) {
