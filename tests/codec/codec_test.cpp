@@ -1412,11 +1412,6 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
   }
 }
 
-// Registration corrects decimetres and more than a degree: priors off by three times the
-// protocol's noise (0.45 m, 0.35 m, 0.1 m and 1.5 degrees of yaw) come back to centimetres of the
-// ground-truth pose (itself good to about a centimetre). On the 0.5 m map the coarse stage finds
-// too few planar patches among sparse rings and matches points as well (it returned the prior
-// when it did not).
 // NormalSums' H and b, built from sums, against the products they stand for: w Jn^T Jn and
 // w Jn^T rn for plane matches, w J^T J and w J^T r for point matches, J = [I, -[p]x].
 TEST(Codec, NormalSumsMatchTheJacobianProducts) {
@@ -1460,6 +1455,11 @@ TEST(Codec, NormalSumsMatchTheJacobianProducts) {
   }
 }
 
+// Registration corrects decimetres and more than a degree: priors off by three times the
+// protocol's noise (0.45 m, 0.35 m, 0.1 m and 1.5 degrees of yaw) come back to centimetres of the
+// ground-truth pose (itself good to about a centimetre). On the 0.5 m map the coarse stage finds
+// too few planar patches among sparse rings and matches points as well (it returned the prior
+// when it did not).
 TEST(Codec, KittiRegistrationCorrectsDecimetresAndDegrees) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());
