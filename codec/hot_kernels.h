@@ -108,6 +108,25 @@ DV_HOST_DEVICE inline void KeepNearest(int32_t j, double d2, double bound2, int3
   }
 }
 
+// KeepNearest's rule for a candidate j whose squared distance d2 is within bound2, on the
+// distances' bits (>= +0: the bits order as the values do; *best_bits and *second_bits start as
+// bound2's), kept by masks, not branches: which candidate is nearer is the data's, and the CPU
+// classification took 12.8 -> 12.3 ms a frame with it at T = 0.3 (KITTI 00). Written with ?: the
+// same selects became branches again (GCC). Within the bound, KeepNearest's clause "none yet and
+// d2 <= bound2" is "none yet".
+DV_HOST_DEVICE inline void KeepNearestWithin(int32_t j, uint64_t d2_bits, int32_t* best,
+                                             uint64_t* best_bits, int32_t* second,
+                                             uint64_t* second_bits) {
+  const uint64_t mf = uint64_t(0) - uint64_t((d2_bits < *best_bits) | (*best < 0));
+  const uint64_t mn = (uint64_t(0) - uint64_t((d2_bits < *second_bits) | (*second < 0))) & ~mf;
+  const uint64_t ms = ~(mf | mn);
+  const uint32_t jj = uint32_t(j), b = uint32_t(*best), s = uint32_t(*second);
+  *second_bits = (*best_bits & mf) | (d2_bits & mn) | (*second_bits & ms);
+  *second = int32_t((b & uint32_t(mf)) | (jj & uint32_t(mn)) | (s & uint32_t(ms)));
+  *best_bits = (d2_bits & mf) | (*best_bits & ~mf);
+  *best = int32_t((jj & uint32_t(mf)) | (b & ~uint32_t(mf)));
+}
+
 // ClassifyPoints' rule for one candidate j at squared distance d2 from a point p: marks j in
 // `within` when d2 <= bound2 and in `close` when d2 <= select2, and keeps in *best (its squared
 // distance in *best_d2) the nearest within sqrt(bound2) so far, the first among equals, and in

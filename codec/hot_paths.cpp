@@ -176,10 +176,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
           const uint32_t i = points[k];
           const double px = double(pts[i].x()), py = double(pts[i].y()), pz = double(pts[i].z());
           int32_t best = -1, second = -1;
-          // kernels::KeepNearest's nearest and second, on the bits of the squared distances
-          // (>= +0: their bits order as they do), kept by masks, not branches: which of a
-          // point's candidates is nearer is the data's (the classification 12.8 -> 12.3 ms at
-          // T = 0.3, 18.9 -> 18.3 at T = 0.1, medians on KITTI 00).
+          // The nearest and second by kernels::KeepNearestWithin, on the distances' bits.
           uint64_t best_d2 = 0, second_d2 = 0;
           std::memcpy(&best_d2, &bound2, 8);
           second_d2 = best_d2;
@@ -217,17 +214,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
               const size_t c = base + size_t(__builtin_ctzll(in_bound));
               uint64_t d;
               std::memcpy(&d, &d2[c], 8);
-              // d is within the bound: the clause "none yet and d <= bound2" is "none yet".
-              // As masks, all ones where true: GCC made branches of the same selects written
-              // with ?:.
-              const uint64_t mf = uint64_t(0) - uint64_t((d < best_d2) | (best < 0));
-              const uint64_t mn = (uint64_t(0) - uint64_t((d < second_d2) | (second < 0))) & ~mf;
-              const uint64_t ms = ~(mf | mn);
-              const uint32_t j = uint32_t(near[c]), b = uint32_t(best), sc = uint32_t(second);
-              second_d2 = (best_d2 & mf) | (d & mn) | (second_d2 & ms);
-              second = int32_t((b & uint32_t(mf)) | (j & uint32_t(mn)) | (sc & uint32_t(ms)));
-              best_d2 = (d & mf) | (best_d2 & ~mf);
-              best = int32_t((j & uint32_t(mf)) | (b & ~uint32_t(mf)));
+              kernels::KeepNearestWithin(near[c], d, &best, &best_d2, &second, &second_d2);
             }
           }
           if (best >= 0) {

@@ -1412,6 +1412,38 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
   }
 }
 
+// KeepNearestWithin (the CPU classification's masks) keeps the nearest and second that
+// KeepNearest keeps, step by step, over sequences of candidates within the bound with many equal
+// distances (a third of them the bound itself) and an exact zero.
+TEST(Codec, KeepNearestWithinMatchesKeepNearest) {
+  std::mt19937 rng(11);
+  const double bound2 = 0.0081;
+  const double values[] = {0.0, 0.001, 0.002, 0.0035, 0.0035, 0.005, bound2, bound2, bound2};
+  std::uniform_int_distribution<int> pick(0, 8), length(1, 24);
+  for (int trial = 0; trial < 20000; ++trial) {
+    int32_t best = -1, second = -1, best_m = -1, second_m = -1;
+    double best_d2 = bound2, second_d2 = bound2;
+    uint64_t best_bits = 0, second_bits = 0;
+    std::memcpy(&best_bits, &bound2, 8);
+    second_bits = best_bits;
+    const int n = length(rng);
+    for (int32_t j = 0; j < n; ++j) {
+      const double d2 = values[pick(rng)];
+      uint64_t d2_bits = 0;
+      std::memcpy(&d2_bits, &d2, 8);
+      kernels::KeepNearest(j, d2, bound2, &best, &best_d2, &second, &second_d2);
+      kernels::KeepNearestWithin(j, d2_bits, &best_m, &best_bits, &second_m, &second_bits);
+      ASSERT_EQ(best_m, best) << trial << " " << j;
+      ASSERT_EQ(second_m, second) << trial << " " << j;
+      double b = 0, s2 = 0;
+      std::memcpy(&b, &best_bits, 8);
+      std::memcpy(&s2, &second_bits, 8);
+      ASSERT_EQ(b, best_d2) << trial << " " << j;
+      ASSERT_EQ(s2, second_d2) << trial << " " << j;
+    }
+  }
+}
+
 // NormalSums' H and b, built from sums, against the products they stand for: w Jn^T Jn and
 // w Jn^T rn for plane matches, w J^T J and w J^T r for point matches, J = [I, -[p]x].
 TEST(Codec, NormalSumsMatchTheJacobianProducts) {
