@@ -24,7 +24,11 @@ DV_HOST_DEVICE inline uint64_t PackKey(int32_t x, int32_t y, int32_t z) {
 // INT32_MIN).
 DV_HOST_DEVICE inline bool KeyFits(const int32_t k[3], int32_t margin) {
   const int32_t lim = kPackBias - 2 - margin;
-  return k[0] > -lim && k[0] < lim && k[1] > -lim && k[1] < lim && k[2] > -lim && k[2] < lim;
+  // -lim < k < lim as one unsigned compare an axis (k >= -2^30: no overflow), not a chain of
+  // branches per frame point in the classification's loop.
+  const uint32_t to = uint32_t(2 * lim - 2);
+  return (uint32_t(k[0] + lim - 1) <= to) & (uint32_t(k[1] + lim - 1) <= to) &
+         (uint32_t(k[2] + lim - 1) <= to);
 }
 
 // maps::KeyOf's rule: a far point's key is clamped and then fails KeyFits.

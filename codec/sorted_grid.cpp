@@ -140,30 +140,12 @@ void SortedGrid::Keep(const std::vector<int32_t>& to) {
   item_.resize(out);
 }
 
-uint64_t SortedGrid::Pack(const int32_t k[3]) const {
-  return uint64_t(int64_t(k[0]) - lo_[0]) << (bits_[1] + bits_[2]) |
-         uint64_t(int64_t(k[1]) - lo_[1]) << bits_[2] | uint64_t(int64_t(k[2]) - lo_[2]);
-}
-
 SortedGrid::Queries SortedGrid::Sort(const std::vector<int32_t>& keys,
                                      const std::vector<uint8_t>& valid, int nb) const {
-  Queries q;
-  if (packed_.empty()) return q;
-  if (nb > max_nb_) std::abort();       // a caller's bug: the packing has no room for it
-  const int margin = 2 * max_nb_ - nb;  // from the grown box in to nb around the items' box
-  // Room for every query at once: grown push by push, the copies were a sixth of the sort.
-  q.packed.reserve(valid.size());
-  q.index.reserve(valid.size());
-  for (size_t i = 0; i < valid.size(); ++i) {
-    const int32_t* k = &keys[3 * i];
-    bool near = valid[i] != 0;
-    for (int a = 0; a < 3 && near; ++a) near = k[a] >= lo_[a] + margin && k[a] <= hi_[a] - margin;
-    if (!near) continue;
-    q.packed.push_back(Pack(k));
-    q.index.push_back(uint32_t(i));
-  }
-  RadixSort(bits_[0] + bits_[1] + bits_[2], &q.packed, &q.index);
-  return q;
+  return SortBy(valid.size(), nb, 1, [&](size_t i, int32_t k[3]) {
+    std::copy_n(&keys[3 * i], 3, k);
+    return valid[i] != 0;
+  });
 }
 
 SortedGrid::Pass::Pass(const SortedGrid& grid, int nb)

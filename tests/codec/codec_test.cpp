@@ -1415,6 +1415,24 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
 // KeepNearestWithin (the CPU classification's masks) keeps the nearest and second that
 // KeepNearest keeps, step by step, over sequences of candidates within the bound with many equal
 // distances (a third of them the bound itself) and an exact zero.
+// KeyFits' unsigned compares against the bounds they stand for: -lim < k < lim on each axis,
+// lim = kPackBias - 2 - margin, at the bounds, beyond them and at the clamped keys of far points.
+TEST(Codec, KeyFitsHoldsExactlyWithinTheKeyRange) {
+  for (int32_t margin : {0, 1, 3}) {
+    const int32_t lim = kernels::kPackBias - 2 - margin;
+    const int32_t values[] = {0,        1,    -1,       lim - 1, lim,       lim + 1,
+                              -lim + 1, -lim, -lim - 1, 1 << 30, -(1 << 30)};
+    for (int32_t v : values) {
+      for (int axis = 0; axis < 3; ++axis) {
+        int32_t k[3] = {0, 0, 0};
+        k[axis] = v;
+        EXPECT_EQ(kernels::KeyFits(k, margin), v > -lim && v < lim)
+            << "margin " << margin << ", axis " << axis << ", key " << v;
+      }
+    }
+  }
+}
+
 TEST(Codec, KeepNearestWithinMatchesKeepNearest) {
   std::mt19937 rng(11);
   const double bound2 = 0.0081;

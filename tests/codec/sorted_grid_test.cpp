@@ -219,6 +219,36 @@ TEST(SortedGrid, RunsOnThreadsListWhatOnePassLists) {
   }
 }
 
+// SortBy lists what Sort lists for the same keys, in parts on threads or not: the keys made as
+// listed, the valid ones within nb of the items' box kept, in the same order (queries far out on
+// every side, and invalid ones, left out).
+TEST(SortedGrid, SortByListsWhatSortLists) {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int32_t> k(-70, 70), coin(0, 5);
+  std::vector<int32_t> items, queries;
+  for (int i = 0; i < 5000; ++i) items.insert(items.end(), {k(rng) / 2, k(rng) / 2, k(rng) / 8});
+  const size_t n = 4 * SortedGrid::kMinRun + 17;
+  std::vector<uint8_t> valid(n);
+  for (size_t i = 0; i < n; ++i) {
+    queries.insert(queries.end(), {k(rng), k(rng), k(rng) / 4});
+    valid[i] = coin(rng) != 0;
+  }
+  for (int nb : {1, 2}) {
+    const SortedGrid grid(items, 2, 0);
+    const SortedGrid::Queries want = grid.Sort(queries, valid, nb);
+    ASSERT_GT(want.index.size(), n / 20);  // some queries in, and
+    ASSERT_LT(want.index.size(), n / 2);   // many out
+    for (int parts : {1, 2, 3}) {
+      const SortedGrid::Queries got = grid.SortBy(n, nb, parts, [&](size_t i, int32_t key[3]) {
+        std::copy_n(&queries[3 * i], 3, key);
+        return valid[i] != 0;
+      });
+      EXPECT_EQ(got.packed, want.packed) << "nb " << nb << ", " << parts << " parts";
+      EXPECT_EQ(got.index, want.index) << "nb " << nb << ", " << parts << " parts";
+    }
+  }
+}
+
 // Once a voxel: each visit holds the queries of one key, every query comes once and in the order
 // ForEachQuery visits them, with its items; each is announced to `ahead` kAhead queries before its
 // visit, and the last kAhead queries, announced or not, are visited all the same.
