@@ -99,6 +99,42 @@ std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels) {
   return keys;
 }
 
+#ifdef __SSE2__
+namespace {
+
+// The first of the n items (in order) at distance d_best, and the first other one at d_second
+// (-1: none), by masks of equal distances: the nearest and second KeepNearest keeps where d_best
+// and d_second are the least and second least of the distances within its bound (d_second ==
+// d_best where the least comes twice).
+void NearestAndSecond(const double* d2, const int32_t* near, size_t n, double d_best,
+                      double d_second, int32_t* best, int32_t* second) {
+  const __m128d b = _mm_set1_pd(d_best), s = _mm_set1_pd(d_second);
+  const bool tie = d_second == d_best;
+  for (size_t base = 0; base < n; base += 64) {
+    const size_t end = std::min(n, base + 64);
+    uint64_t at_best = 0, at_second = 0;
+    size_t a = base;
+    for (; a + 2 <= end; a += 2) {
+      const __m128d d = _mm_loadu_pd(d2 + a);
+      at_best |= uint64_t(_mm_movemask_pd(_mm_cmpeq_pd(d, b))) << (a - base);
+      at_second |= uint64_t(_mm_movemask_pd(_mm_cmpeq_pd(d, s))) << (a - base);
+    }
+    for (; a < end; ++a) {
+      at_best |= uint64_t(d2[a] == d_best) << (a - base);
+      at_second |= uint64_t(d2[a] == d_second) << (a - base);
+    }
+    if (*best < 0 && at_best != 0) {
+      *best = near[base + size_t(__builtin_ctzll(at_best))];
+      if (tie) at_second &= at_second - 1;  // the least's first place is the nearest's
+    }
+    if (*second < 0 && at_second != 0) *second = near[base + size_t(__builtin_ctzll(at_second))];
+    if (*best >= 0 && (*second >= 0 || d_second < 0)) return;
+  }
+}
+
+}  // namespace
+#endif
+
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                       [[maybe_unused]] const VoxelHash* index,
@@ -176,10 +212,24 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
           const uint32_t i = points[k];
           const double px = double(pts[i].x()), py = double(pts[i].y()), pz = double(pts[i].z());
           int32_t best = -1, second = -1;
+#ifdef __SSE2__
+          // The nearest and second (KeepNearest's: the first among equals, in item order) from
+          // the least and second least distance within the bound, kept lane by lane as the
+          // distances are taken, then found by position. KeepNearestWithin per candidate within
+          // the bound was a chain of dependent selects, 8.3 a point at T = 0.3 (KITTI 00).
+          const __m128d inf = _mm_set1_pd(HUGE_VAL);
+          __m128d least = inf, next = inf;
+          auto keep = [&](__m128d d, __m128d in) {
+            const __m128d dm = _mm_max_pd(d, _mm_andnot_pd(in, inf));  // +inf beyond the bound
+            next = _mm_min_pd(next, _mm_max_pd(least, dm));
+            least = _mm_min_pd(least, dm);
+          };
+#else
           // The nearest and second by kernels::KeepNearestWithin, on the distances' bits.
           uint64_t best_d2 = 0, second_d2 = 0;
           std::memcpy(&best_d2, &bound2, 8);
           second_d2 = best_d2;
+#endif
           // The distances (kernels::Dist2's operations, in its order), and which are within the
           // bound, as bits: a branch per candidate mispredicted on most of those that were.
           for (size_t w = 0; w < words; ++w) {
@@ -198,8 +248,10 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
               const __m128d d = _mm_add_pd(_mm_add_pd(_mm_mul_pd(dx, dx), _mm_mul_pd(dy, dy)),
                                            _mm_mul_pd(dz, dz));
               _mm_storeu_pd(d2 + a, d);
-              in_bound |= uint64_t(_mm_movemask_pd(_mm_cmple_pd(d, vb))) << (a - base);
+              const __m128d in = _mm_cmple_pd(d, vb);
+              in_bound |= uint64_t(_mm_movemask_pd(in)) << (a - base);
               in_select |= uint64_t(_mm_movemask_pd(_mm_cmple_pd(d, vs))) << (a - base);
+              keep(d, in);
             }
 #endif
             for (; a < end; ++a) {
@@ -207,16 +259,33 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
               d2[a] = dx * dx + dy * dy + dz * dz;
               in_bound |= uint64_t(d2[a] <= bound2) << (a - base);
               in_select |= uint64_t(d2[a] <= select2) << (a - base);
+#ifdef __SSE2__
+              // Lane 0 only: lane 1 stays as it was (+infinity changes neither).
+              const __m128d d = _mm_set_pd(HUGE_VAL, d2[a]);
+              keep(d, _mm_cmple_pd(d, vb));
+#endif
             }
             s.within[w] |= in_bound;
             s.close[w] |= in_select;
+#ifndef __SSE2__
             for (; in_bound != 0; in_bound &= in_bound - 1) {
               const size_t c = base + size_t(__builtin_ctzll(in_bound));
               uint64_t d;
               std::memcpy(&d, &d2[c], 8);
               kernels::KeepNearestWithin(near[c], d, &best, &best_d2, &second, &second_d2);
             }
+#endif
           }
+#ifdef __SSE2__
+          const double l0 = _mm_cvtsd_f64(least), l1 = _mm_cvtsd_f64(_mm_unpackhi_pd(least, least));
+          const double n0 = _mm_cvtsd_f64(next), n1 = _mm_cvtsd_f64(_mm_unpackhi_pd(next, next));
+          const double d_best = std::min(l0, l1);
+          const double d_second = std::min(std::max(l0, l1), std::min(n0, n1));
+          if (d_best <= bound2) {
+            NearestAndSecond(d2, near.data(), n, d_best, d_second <= bound2 ? d_second : -1.0,
+                             &best, &second);
+          }
+#endif
           if (best >= 0) {
             m.nearest[size_t(best)] = 1;
           } else if (near_out) {

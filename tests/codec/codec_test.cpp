@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -1415,6 +1416,87 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
 // KeepNearestWithin (the CPU classification's masks) keeps the nearest and second that
 // KeepNearest keeps, step by step, over sequences of candidates within the bound with many equal
 // distances (a third of them the bound itself) and an exact zero.
+// The CPU classification's nearest and second of each point, its explained points and its marks
+// against kernels::KeepNearest over the point's neighbourhood in (dx, dy, dz) order: on a lattice
+// of candidates at voxel centres (1/8 m voxels: exact in binary), probed at centres, face and edge
+// midpoints and corners, where distances tie exactly, and at random points; with the bound
+// within one voxel (nb 1) and two (nb 2, up to 125 candidates a point).
+TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
+  const double res = 0.125;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> coin(0, 9);
+  std::vector<maps::MapVoxel> voxels;
+  std::vector<Eigen::Vector3f> sensor;
+  std::map<std::array<int32_t, 3>, int32_t> at;
+  for (int32_t x = 0; x < 12; ++x) {
+    for (int32_t y = 0; y < 12; ++y) {
+      for (int32_t z = 0; z < 6; ++z) {
+        if (coin(rng) < 4) continue;
+        maps::MapVoxel v{};
+        v.key = maps::VoxelKey(x, y, z);
+        at[{x, y, z}] = int32_t(voxels.size());
+        voxels.push_back(v);
+        sensor.emplace_back(float((x + 0.5) * res), float((y + 0.5) * res), float((z + 0.5) * res));
+      }
+    }
+  }
+  std::vector<Eigen::Vector3f> pts;
+  std::uniform_int_distribution<int> half_xy(0, 24), half_z(0, 12);
+  std::uniform_real_distribution<float> xy(0, 12 * res), zr(0, 6 * res);
+  for (int i = 0; i < 3000; ++i) {
+    pts.emplace_back(float(half_xy(rng) * res / 2), float(half_xy(rng) * res / 2),
+                     float(half_z(rng) * res / 2));
+  }
+  for (int i = 0; i < 2000; ++i) pts.emplace_back(xy(rng), xy(rng), zr(rng));
+  const kernels::Rigid T = RigidOf(Eigen::Matrix3d::Identity(), Eigen::Vector3d::Zero());
+  for (int nb : {1, 2}) {
+    const double bound = nb == 1 ? 0.99 * res : 1.5 * res, select = 0.6 * bound;
+    const SortedGrid grid(VoxelKeys(voxels), nb, 0);
+    std::vector<uint8_t> explained;
+    CandidateMarks marks;
+    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, T, &grid, nullptr, sensor, res, nb,
+                               bound * bound, select * select, &explained, &marks)
+                    .ok());
+    std::vector<uint8_t> nearest(voxels.size(), 0), close(voxels.size(), 0),
+        within(voxels.size(), 0);
+    size_t ties = 0, seconds = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
+      int32_t k[3];
+      kernels::KeyOf(p, res, k);
+      int32_t best = -1, second = -1;
+      double best_d2 = bound * bound, second_d2 = bound * bound;
+      for (int dx = -nb; dx <= nb; ++dx) {
+        for (int dy = -nb; dy <= nb; ++dy) {
+          for (int dz = -nb; dz <= nb; ++dz) {
+            const auto it = at.find({k[0] + dx, k[1] + dy, k[2] + dz});
+            if (it == at.end()) continue;
+            const int32_t j = it->second;
+            const double c[3] = {double(sensor[size_t(j)].x()), double(sensor[size_t(j)].y()),
+                                 double(sensor[size_t(j)].z())};
+            const double d2 = kernels::Dist2(c, p);
+            within[size_t(j)] |= d2 <= bound * bound;
+            close[size_t(j)] |= d2 <= select * select;
+            kernels::KeepNearest(j, d2, bound * bound, &best, &best_d2, &second, &second_d2);
+          }
+        }
+      }
+      if (best >= 0) nearest[size_t(best)] = 1;
+      ties += second >= 0 && best_d2 == second_d2;
+      seconds += second >= 0;
+      ASSERT_EQ(marks.point_nearest[i], best) << "nb " << nb << ", point " << i;
+      ASSERT_EQ(marks.point_second[i], second) << "nb " << nb << ", point " << i;
+      ASSERT_EQ(explained[i], uint8_t(best >= 0)) << "nb " << nb << ", point " << i;
+    }
+    EXPECT_EQ(marks.nearest, nearest) << "nb " << nb;
+    EXPECT_EQ(marks.close, close) << "nb " << nb;
+    EXPECT_EQ(marks.within, within) << "nb " << nb;
+    // The lattice's points tie: at a corner, up to eight centres at the same distance.
+    EXPECT_GT(ties, size_t(500)) << "nb " << nb;
+    EXPECT_GT(seconds, pts.size() / 2) << "nb " << nb;
+  }
+}
+
 // KeyFits' unsigned compares against the bounds they stand for: -lim < k < lim on each axis,
 // lim = kPackBias - 2 - margin, at the bounds, beyond them and at the clamped keys of far points.
 TEST(Codec, KeyFitsHoldsExactlyWithinTheKeyRange) {
