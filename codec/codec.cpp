@@ -701,7 +701,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   std::vector<float> inten;
   pts.reserve(frame.size());
   inten.reserve(frame.size());
-  double max_range = 0;
+  // The farthest point's range as the root of the greatest square: the root is monotonic, so
+  // the same float as the greatest of the roots, for one root, not one a point.
+  float max_range2 = 0;
   for (size_t i = 0; i < frame.size(); ++i) {
     if (!frame.xyz[i].allFinite()) {
       ++rep->non_finite_points;
@@ -709,8 +711,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     }
     pts.push_back(frame.xyz[i]);
     inten.push_back(frame.intensity[i]);
-    max_range = std::max(max_range, double(frame.xyz[i].norm()));
+    max_range2 = std::max(max_range2, frame.xyz[i].squaredNorm());
   }
+  const double max_range = double(std::sqrt(max_range2));
   rep->points_in = pts.size();
   const Header base =
       BaseHeader(info, params, std::min(params.residual_precision_m, params.tolerance_m));

@@ -120,8 +120,14 @@ class CausalNeighbours {
     NextSlow(i, out);
     return -1;
   }
-  // The neighbours of the candidate Locate returned cell `at` for, until the next Locate.
+  // The neighbours of the candidate Locate returned cell `at` for, until the next Locate: all of
+  // them, or the one at causal offset k.
   void Neighbours(size_t at, int32_t out[kCausalOffsets]) const { Inside(at, out); }
+  int32_t Neighbour(size_t at, int k) const {
+    const int8_t* o = kCausalOffset[k];
+    return (o[0] < 0 ? prev_
+                     : cur_)[size_t(ptrdiff_t(at) + o[1] * ptrdiff_t(maps::kTileVoxels) + o[2])];
+  }
   // With ranges: the planes of the ranges of slabs x - 1 (prev) and x (cur), at cell `at`
   // (Locate's): rows of maps::kTileVoxels cells by z, +infinity where no candidate is. A cell's
   // neighbours are a few runs of adjacent cells, read four at a time (RingStatePlanes), not
@@ -219,8 +225,13 @@ int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
 // The same state for a candidate away from its tile's borders, from CausalNeighbours' planes of
 // ranges (PrevRanges, CurRanges at its cell) and its own range hi: its 13 causal neighbours are
 // the cells at z - 1 .. z + 1 of rows y - 1 .. y + 1 of slab x - 1, of row y - 1 of slab x, and
-// the cell at z - 1 of row y, read as five loads of four cells, not thirteen look-ups.
-int RingStatePlanes(const float* prev, const float* cur, float hi);
+// the cell at z - 1 of row y, read as five loads of four cells, not thirteen look-ups. With
+// `selected`, also which of the 13 are selected, from the same loads, as the bits of their lanes:
+// causal offset k in lane RingLane(k) (three lanes of four a row of slab x - 1, the fourth
+// unused; then offsets 9-12).
+int RingStatePlanes(const float* prev, const float* cur, float hi, unsigned* selected = nullptr);
+constexpr int RingLane(int offset) { return offset + (offset / 3 < 3 ? offset / 3 : 3); }
+constexpr int RingOffset(int lane) { return lane - (lane / 4 < 3 ? lane / 4 : 3); }
 #endif
 
 // How the selection bits are modelled (docs/delta-format.md), by format version:

@@ -1984,7 +1984,14 @@ TEST(Codec, RingStatePlanesMatchesScalar) {
     }
     h[kCausalOffsets] = hi;
     const int scalar = RingStateScalar(h, nb, kCausalOffsets);
-    ASSERT_EQ(RingStatePlanes(prev.data() + at, cur.data() + at, hi), scalar) << "trial " << trial;
+    unsigned selected = 0, want = 0;
+    for (int k = 0; k < kCausalOffsets; ++k) {
+      ASSERT_EQ(RingOffset(RingLane(k)), k);
+      want |= unsigned(std::signbit(h[k])) << RingLane(k);
+    }
+    ASSERT_EQ(RingStatePlanes(prev.data() + at, cur.data() + at, hi, &selected), scalar)
+        << "trial " << trial;
+    ASSERT_EQ(selected, want) << "trial " << trial;
     states.insert(scalar);
   }
   EXPECT_EQ(states.size(), 57u);  // every state that can occur (RingStateSse2MatchesScalar)
