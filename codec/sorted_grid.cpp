@@ -68,15 +68,26 @@ void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t
   const size_t n = packed->size();
   std::vector<uint64_t> packed_tmp(n);
   std::vector<uint32_t> index_tmp(n);
-  std::vector<uint32_t> start(size_t(1) << kDigit);
+  constexpr size_t kDigits = size_t(1) << kDigit;
+  // Counted four ways, key m in count m % 4, then summed: neighbouring keys (a scan's points in
+  // order) often share a digit, and one count's increments waited each on the one before.
+  std::vector<uint32_t> start(kDigits), counts(4 * kDigits);
   for (int shift = 0; shift < key_bits; shift += kDigit) {
-    std::fill(start.begin(), start.end(), 0);
-    for (uint64_t k : *packed) ++start[(k >> shift) & kMask];
+    std::fill(counts.begin(), counts.end(), 0);
+    const uint64_t* k = packed->data();
+    size_t m = 0;
+    for (; m + 4 <= n; m += 4) {
+      for (size_t c = 0; c < 4; ++c) ++counts[c * kDigits + ((k[m + c] >> shift) & kMask)];
+    }
+    for (; m < n; ++m) ++counts[(k[m] >> shift) & kMask];
     uint32_t sum = 0;
-    for (uint32_t& s : start) sum += std::exchange(s, sum);
-    for (size_t m = 0; m < n; ++m) {
-      const uint32_t to = start[((*packed)[m] >> shift) & kMask]++;
-      packed_tmp[to] = (*packed)[m];
+    for (size_t d = 0; d < kDigits; ++d) {
+      start[d] = sum;
+      sum += counts[d] + counts[kDigits + d] + counts[2 * kDigits + d] + counts[3 * kDigits + d];
+    }
+    for (m = 0; m < n; ++m) {
+      const uint32_t to = start[(k[m] >> shift) & kMask]++;
+      packed_tmp[to] = k[m];
       index_tmp[to] = (*index)[m];
     }
     packed->swap(packed_tmp);
