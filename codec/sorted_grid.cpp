@@ -65,30 +65,44 @@ int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, in
 void RadixSort(int key_bits, std::vector<uint64_t>* packed, std::vector<uint32_t>* index) {
   constexpr int kDigit = 11;
   constexpr uint64_t kMask = (1u << kDigit) - 1;
+  constexpr size_t kDigits = size_t(1) << kDigit;
   const size_t n = packed->size();
   std::vector<uint64_t> packed_tmp(n);
   std::vector<uint32_t> index_tmp(n);
-  constexpr size_t kDigits = size_t(1) << kDigit;
-  // Counted four ways, key m in count m % 4, then summed: neighbouring keys (a scan's points in
-  // order) often share a digit, and one count's increments waited each on the one before.
-  std::vector<uint32_t> start(kDigits), counts(4 * kDigits);
+  // The keys in four quarters, each counted and placed by counts of its own: neighbouring keys (a
+  // scan's points in order) often share a digit, and with one count each increment waited on the
+  // one before. Quarter q's keys of a digit go after those of the quarters before it, so the sort
+  // stays stable.
+  constexpr size_t kWays = 4;
+  size_t from[kWays + 1];
+  for (size_t q = 0; q <= kWays; ++q) from[q] = n * q / kWays;
+  std::vector<uint32_t> counts(kWays * kDigits);
   for (int shift = 0; shift < key_bits; shift += kDigit) {
     std::fill(counts.begin(), counts.end(), 0);
     const uint64_t* k = packed->data();
-    size_t m = 0;
-    for (; m + 4 <= n; m += 4) {
-      for (size_t c = 0; c < 4; ++c) ++counts[c * kDigits + ((k[m + c] >> shift) & kMask)];
+    const uint32_t* ix = index->data();
+    auto digit = [&](size_t m) { return size_t((k[m] >> shift) & kMask); };
+    const size_t len = from[1];  // the shortest quarter's length (the first)
+    for (size_t m = 0; m < len; ++m) {
+      for (size_t q = 0; q < kWays; ++q) ++counts[q * kDigits + digit(from[q] + m)];
     }
-    for (; m < n; ++m) ++counts[(k[m] >> shift) & kMask];
+    for (size_t q = 0; q < kWays; ++q) {
+      for (size_t m = from[q] + len; m < from[q + 1]; ++m) ++counts[q * kDigits + digit(m)];
+    }
     uint32_t sum = 0;
     for (size_t d = 0; d < kDigits; ++d) {
-      start[d] = sum;
-      sum += counts[d] + counts[kDigits + d] + counts[2 * kDigits + d] + counts[3 * kDigits + d];
+      for (size_t q = 0; q < kWays; ++q) sum += std::exchange(counts[q * kDigits + d], sum);
     }
-    for (m = 0; m < n; ++m) {
-      const uint32_t to = start[(k[m] >> shift) & kMask]++;
+    auto place = [&](size_t q, size_t m) {
+      const uint32_t to = counts[q * kDigits + digit(m)]++;
       packed_tmp[to] = k[m];
-      index_tmp[to] = (*index)[m];
+      index_tmp[to] = ix[m];
+    };
+    for (size_t m = 0; m < len; ++m) {
+      for (size_t q = 0; q < kWays; ++q) place(q, from[q] + m);
+    }
+    for (size_t q = 0; q < kWays; ++q) {
+      for (size_t m = from[q] + len; m < from[q + 1]; ++m) place(q, m);
     }
     packed->swap(packed_tmp);
     index->swap(index_tmp);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -216,6 +217,36 @@ TEST(SortedGrid, RunsOnThreadsListWhatOnePassLists) {
     }
     // At most one run per kMinRun queries: 64 asked for, 4 or 5 given.
     EXPECT_EQ(last + 1, std::min<int>(runs, int(sorted.index.size() / SortedGrid::kMinRun)));
+  }
+}
+
+// RadixSort sorts (key, index) pairs by key, stably: as std::stable_sort does, for short and long
+// inputs (the four quarters it counts apart, some empty), keys of one to several digits, and keys
+// that repeat (runs of equal digits, as a scan's neighbouring points give).
+TEST(SortedGrid, RadixSortIsAStableSortByKey) {
+  std::mt19937_64 rng(17);
+  for (int bits : {5, 11, 12, 33, 40}) {
+    for (size_t n :
+         {size_t(0), size_t(1), size_t(3), size_t(4), size_t(5), size_t(1000), size_t(100003)}) {
+      std::uniform_int_distribution<uint64_t> key(0, (uint64_t(1) << bits) - 1);
+      std::vector<uint64_t> packed(n);
+      std::vector<uint32_t> index(n);
+      for (size_t i = 0; i < n; ++i) {
+        // Runs of a repeated key now and then, and few distinct keys where bits are few.
+        packed[i] = i > 0 && rng() % 3 == 0 ? packed[i - 1] : key(rng);
+        index[i] = uint32_t(i);
+      }
+      std::vector<std::pair<uint64_t, uint32_t>> want(n);
+      for (size_t i = 0; i < n; ++i) want[i] = {packed[i], index[i]};
+      std::stable_sort(want.begin(), want.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      RadixSort(bits, &packed, &index);
+      ASSERT_EQ(packed.size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(packed[i], want[i].first) << bits << " bits, n " << n << ", at " << i;
+        ASSERT_EQ(index[i], want[i].second) << bits << " bits, n " << n << ", at " << i;
+      }
+    }
   }
 }
 
