@@ -31,7 +31,6 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
   // their own past the last, cut off at the end: no branch on the distance, which the data make
   // unpredictable (a quarter of the pairs on KITTI).
   std::vector<uint16_t> bin(pairs.size());
-  std::vector<uint32_t> start(kRangeBins + 2, 0);
   size_t k = 0;
 #ifdef __SSE2__
   // Four pairs at a time, lane by lane the same IEEE operations in the same order as below (the
@@ -67,10 +66,7 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
     alignas(16) int32_t out[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(out),
                     _mm_or_si128(_mm_and_si128(apart, beyond), _mm_andnot_si128(apart, near)));
-    for (int j = 0; j < 4; ++j) {
-      bin[k + size_t(j)] = uint16_t(out[j]);
-      ++start[size_t(out[j]) + 1];
-    }
+    for (int j = 0; j < 4; ++j) bin[k + size_t(j)] = uint16_t(out[j]);
   }
 #endif
   for (; k < pairs.size(); ++k) {
@@ -82,18 +78,53 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
     const float range2 = m.x() * m.x() + m.y() * m.y() + m.z() * m.z();
     const int near = range2 < float(kRangeBins - 1) ? int(range2) : kRangeBins - 1;
     bin[k] = uint16_t(dx * dx + dy * dy + dz * dz > limit2 ? kRangeBins : near);
-    ++start[size_t(bin[k]) + 1];
   }
-  for (int b = 0; b <= kRangeBins; ++b) start[b + 1] += start[b];
+  // Counted and placed in four quarters of the pairs, each with counts of its own: neighbouring
+  // pairs (the coder's order) often share a bin, and with one count each increment waited on the
+  // one before. Quarter q's pairs of a bin go after those of the quarters before it: stable.
+  constexpr size_t kWays = 4, kBins = size_t(kRangeBins) + 1;
+  const size_t n = pairs.size();
+  size_t from[kWays + 1];
+  for (size_t q = 0; q <= kWays; ++q) from[q] = n * q / kWays;
+  std::vector<uint32_t> counts(kWays * kBins, 0);
+  const size_t len = from[1];  // the shortest quarter's length (the first)
+  for (size_t m = 0; m < len; ++m) {
+    for (size_t q = 0; q < kWays; ++q) ++counts[q * kBins + bin[from[q] + m]];
+  }
+  for (size_t q = 0; q < kWays; ++q) {
+    for (size_t m = from[q] + len; m < from[q + 1]; ++m) ++counts[q * kBins + bin[m]];
+  }
+  auto total = [&](size_t b) {
+    return size_t(counts[b]) + counts[kBins + b] + counts[2 * kBins + b] + counts[3 * kBins + b];
+  };
   // The bins past the last one kept share the end of the array, written in pair order, not at
   // random: the decoder needs the order only a little past its budget (60 k of 148 k midpoints
   // at T = 0.1 on KITTI 00).
-  int last = 0;
-  while (last + 1 < kRangeBins && start[size_t(last) + 1] < wanted) ++last;
-  const size_t kept = start[size_t(last) + 1];
-  std::vector<uint32_t> order(pairs.size());
-  for (size_t p = 0; p < pairs.size(); ++p) {
-    order[start[std::min<size_t>(bin[p], size_t(last) + 1)]++] = uint32_t(p) << 2;
+  size_t last = 0, kept = total(0);
+  while (last + 1 < size_t(kRangeBins) && kept < wanted) kept += total(++last);
+  // Each quarter's counts become where its pairs of each bin go, bin last + 1 standing for every
+  // bin past the last kept.
+  uint32_t at = 0, rest[kWays];
+  for (size_t q = 0; q < kWays; ++q) rest[q] = uint32_t(from[q + 1] - from[q]);
+  for (size_t b = 0; b <= last; ++b) {
+    for (size_t q = 0; q < kWays; ++q) {
+      rest[q] -= counts[q * kBins + b];
+      at += std::exchange(counts[q * kBins + b], at);
+    }
+  }
+  for (size_t q = 0; q < kWays; ++q) {
+    counts[q * kBins + last + 1] = at;
+    at += rest[q];
+  }
+  std::vector<uint32_t> order(n);
+  auto place = [&](size_t q, size_t p) {
+    order[counts[q * kBins + std::min<size_t>(bin[p], last + 1)]++] = uint32_t(p) << 2;
+  };
+  for (size_t m = 0; m < len; ++m) {
+    for (size_t q = 0; q < kWays; ++q) place(q, from[q] + m);
+  }
+  for (size_t q = 0; q < kWays; ++q) {
+    for (size_t m = from[q] + len; m < from[q + 1]; ++m) place(q, m);
   }
   order.resize(kept);
   return order;
