@@ -174,7 +174,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   // The points of a voxel share its candidates: their coordinates are laid out once a voxel, and
   // the distances to each point are taken in one loop the compiler vectorises (the same double
   // operations, so the same bits). Only the few within the bound (2.6 of 10 a point, KITTI 00 at
-  // T = 0.1) go on to KeepNearest, whose branches mispredicted on the rest; the within and close
+  // T = 0.1) count for the nearest and second (below), not a branch on each; the within and close
   // marks are ORed over a voxel's points as bits and stored once a voxel, not once a point
   // (SelectOne's marks, and its nearest and second, which lie within the bound).
   struct Scratch {

@@ -60,10 +60,9 @@ class SortedGrid {
     q.index.resize(n);
     parts = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(parts, 1)), n / kMinRun)));
     std::vector<size_t> kept(static_cast<size_t>(parts));
-    // Within [lo_ + margin, hi_ - margin] per axis, as one unsigned compare (the box spans at
-    // least 4 max_nb >= 2 margin).
-    // Packed as Pack does, from locals: the stores below may alias the members (uint32_t and
-    // int32_t), which were loaded again for every query.
+    // Within [lo_ + margin, hi_ - margin] per axis as one unsigned compare (the box spans at
+    // least 4 max_nb >= 2 margin), and packed as Pack does, from locals: the stores below may
+    // alias the members (uint32_t and int32_t), which were loaded again for every query.
     uint32_t from[3], span[3];
     int64_t lo[3];
     for (int a = 0; a < 3; ++a) {
