@@ -8,8 +8,7 @@ namespace dv::codec {
 namespace {
 
 // The first position at or after c whose value is >= target, in a sorted array that ends with a
-// value no target reaches: a few steps forward first (most moves are short), inline, then a
-// galloping search, so a cursor that jumps costs a logarithm.
+// value no target reaches: a galloping search, so a cursor that jumps costs a logarithm.
 size_t Gallop(const uint64_t* a, size_t n, size_t c, uint64_t target) {
   size_t step = 1;
   while (c + step < n && a[c + step] < target) {
@@ -18,9 +17,16 @@ size_t Gallop(const uint64_t* a, size_t n, size_t c, uint64_t target) {
   }
   return size_t(std::lower_bound(a + c, a + std::min(c + step, n), target) - a);
 }
+// The same, the next 8 keys first. Most moves are short (the cursors of an encoding of KITTI 00
+// at T = 0.12: 56% none, 86% under 4, 92% under 8), but how far is data: the keys below target
+// among the next 8 are counted without a branch, where stepping one at a time mispredicted its
+// exit (classification 18.3-18.5 -> 16.9-17.2 ms a frame, KITTI 00 at T = 0.12).
 inline size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
-  for (int k = 0; k < 4; ++k, ++c) {
-    if (a[c] >= target) return c;
+  if (c + 8 <= n) {
+    size_t k = 0;
+    for (size_t j = 0; j < 8; ++j) k += size_t(a[c + j] < target);
+    if (k < 8) return c + k;
+    c += 8;
   }
   return Gallop(a, n, c, target);
 }
