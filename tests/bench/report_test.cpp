@@ -105,8 +105,43 @@ TEST(MarkdownTables, DejaviewTargetsAreCheckedExactly) {
   EXPECT_NE(md.find("max(Hausdorff - T) = +1.00e-07 m | **no** |"), std::string::npos);
   EXPECT_NE(md.find("worst median 25.0 ms | yes |"), std::string::npos);
   EXPECT_NE(md.find("worst median 16.0 ms | **no** |"), std::string::npos);
+  // A setting exactly at an equal-error CD is both ends of its bracket.
+  EXPECT_NE(md.find("at CD 0.05 m | T_m 0.1: worst encode 20.0, decode 10.0 ms | yes |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("at CD 0.10 m | T_m 0.2: worst encode 25.0, decode 16.0 ms | **no** |"),
+            std::string::npos)
+      << md;
   a.codec = b.codec = "draco";
   EXPECT_EQ(MarkdownTables({a, b}).find("targets"), std::string::npos);
+}
+
+// The speed targets at each equal-error CD are read at the two settings whose CDs bracket it, the
+// slower of the two deciding; a CD beyond the sweep is not met.
+TEST(MarkdownTables, DejaviewSpeedAtEachEqualErrorCdIsTheBracketingSettingsWorst) {
+  std::vector<SettingResult> s(3);
+  const double knob[] = {0.1, 0.15, 0.4}, cd[] = {0.04, 0.06, 0.12}, enc[] = {40, 28, 20},
+               dec[] = {14, 12, 5};
+  for (size_t i = 0; i < s.size(); ++i) {
+    s[i].workload = "w";
+    s[i].codec = "dejaview";
+    s[i].knob_name = "T_m";
+    s[i].knob = knob[i];
+    s[i].cd_m = cd[i];
+    s[i].ratio_geometry = 100;
+    s[i].encode_ms.median = enc[i];
+    s[i].decode_ms.median = dec[i];
+  }
+  const std::string md = MarkdownTables(s);
+  EXPECT_NE(md.find("at CD 0.05 m | T_m 0.1, 0.15: worst encode 40.0, decode 14.0 ms | **no** |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("at CD 0.10 m | T_m 0.15, 0.4: worst encode 28.0, decode 12.0 ms | yes |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("at CD 0.15 m | n/a: the sweep does not reach CD 0.15 m | **no** |"),
+            std::string::npos)
+      << md;
 }
 
 }  // namespace
