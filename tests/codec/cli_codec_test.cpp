@@ -46,6 +46,19 @@ TEST(CliCodec, MapBuildEncodeDecodeInspect) {
             0)
       << out;
   EXPECT_NE(out.find("encoded 3 frames (0 intra)"), std::string::npos) << out;
+  // On threads the same bytes: among other things, registration's two subsamples of a real scan
+  // taken in one pass (one thread) and in two (the threads' way).
+  ASSERT_EQ(test::RunCli("encode " + root + "/odd --map " + root + "/map --out " + root +
+                             "/delta2 --tolerance 0.25 --threads 2",
+                         &out),
+            0)
+      << out;
+  for (const auto& e : fs::directory_iterator(root + "/delta")) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(ReadFileBytes(e.path().string()).value(),
+              ReadFileBytes(root + "/delta2/" + name).value())
+        << name;
+  }
   ASSERT_EQ(test::RunCli("inspect " + root + "/delta/000005.dvd", &out), 0) << out;
   EXPECT_NE(out.find("Hausdorff <= 0.250000 m"), std::string::npos) << out;
   EXPECT_NE(out.find("map "), std::string::npos) << out;
