@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <Eigen/Geometry>
+
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -1514,6 +1517,63 @@ TEST(Codec, KeyFitsHoldsExactlyWithinTheKeyRange) {
     }
   }
 }
+
+#ifdef __SSE2__
+// The classification's keys two at a time against kernels::NeighbourhoodKey one at a time, key
+// and fit, under rotations and offsets, at voxel boundaries (exact multiples under the identity),
+// at -0, far out of the key range, at +-infinity and NaN.
+TEST(Codec, NeighbourhoodKeysTwoAtATimeAreNeighbourhoodKeys) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<double> angle(-3.2, 3.2), offset(-3000, 3000);
+  std::uniform_real_distribution<float> coord(-150, 150);
+  std::uniform_int_distribution<int> step(-400, 400), pick(0, 9);
+  const float special[] = {0.0f,      -0.0f,      1e30f,
+                           -1e30f,    4.0e9f,     -4.0e9f,
+                           HUGE_VALF, -HUGE_VALF, std::numeric_limits<float>::quiet_NaN(),
+                           1e-30f};
+  size_t checked = 0, fits = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const bool identity = trial % 4 == 0;
+    const Eigen::Matrix3d R = identity
+                                  ? Eigen::Matrix3d::Identity()
+                                  : (Eigen::AngleAxisd(angle(rng), Eigen::Vector3d::UnitZ()) *
+                                     Eigen::AngleAxisd(angle(rng) / 8, Eigen::Vector3d::UnitY()) *
+                                     Eigen::AngleAxisd(angle(rng) / 8, Eigen::Vector3d::UnitX()))
+                                        .toRotationMatrix();
+    const Eigen::Vector3d t =
+        identity ? Eigen::Vector3d::Zero() : Eigen::Vector3d(offset(rng), offset(rng), 0);
+    const kernels::Rigid T = RigidOf(R, t);
+    const double voxel_m = (trial % 3 == 0) ? 0.125 : (trial % 3 == 1) ? 0.12 : 0.3;
+    const int32_t nb = 1 + trial % 2;
+    auto value = [&]() {
+      const int p = pick(rng);
+      if (p == 0) return special[size_t(step(rng) & 0x7fff) % 10];
+      if (p < 4) return float(step(rng) * voxel_m);  // a voxel boundary under the identity
+      return coord(rng);
+    };
+    for (int i = 0; i < 500; ++i) {
+      const Eigen::Vector3f a(value(), value(), value()), b(value(), value(), value());
+      int32_t k[6];
+      const unsigned got = NeighbourhoodKeys2(T, a, b, voxel_m, nb, k);
+      for (int side = 0; side < 2; ++side) {
+        const Eigen::Vector3f& q = side ? b : a;
+        const double p[3] = {double(q.x()), double(q.y()), double(q.z())};
+        int32_t want[3];
+        const bool fit = kernels::NeighbourhoodKey(T, p, voxel_m, nb, want);
+        ASSERT_EQ(((got >> side) & 1) != 0, fit) << trial << " " << i << " " << side;
+        for (int ax = 0; ax < 3; ++ax) {
+          ASSERT_EQ(k[3 * side + ax], want[ax]) << trial << " " << i << " " << side << " " << ax;
+        }
+        ++checked;
+        fits += fit;
+      }
+    }
+  }
+  EXPECT_EQ(checked, size_t(40 * 500 * 2));
+  EXPECT_GT(fits, checked / 2);
+  EXPECT_LT(fits, checked);
+}
+#endif
 
 TEST(Codec, KeepNearestWithinMatchesKeepNearest) {
   std::mt19937 rng(11);

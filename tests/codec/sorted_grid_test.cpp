@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -276,6 +277,28 @@ TEST(SortedGrid, SortByListsWhatSortLists) {
       });
       EXPECT_EQ(got.packed, want.packed) << "nb " << nb << ", " << parts << " parts";
       EXPECT_EQ(got.index, want.index) << "nb " << nb << ", " << parts << " parts";
+      // With keys made two at a time: each query's key made once, by one way or the other, the
+      // pairs for most (a part's odd last one alone), and the same list.
+      std::vector<std::atomic<int>> made(n);
+      std::atomic<size_t> by_pairs{0};
+      const SortedGrid::Queries paired = grid.SortBy(
+          n, nb, parts,
+          [&](size_t i, int32_t key[3]) {
+            ++made[i];
+            std::copy_n(&queries[3 * i], 3, key);
+            return valid[i] != 0;
+          },
+          [&](size_t i, int32_t key[6]) {
+            ++made[i];
+            ++made[i + 1];
+            by_pairs += 2;
+            std::copy_n(&queries[3 * i], 6, key);
+            return unsigned(valid[i] != 0) | unsigned(valid[i + 1] != 0) << 1;
+          });
+      EXPECT_EQ(paired.packed, want.packed) << "nb " << nb << ", " << parts << " parts";
+      EXPECT_EQ(paired.index, want.index) << "nb " << nb << ", " << parts << " parts";
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(made[i], 1) << i;
+      EXPECT_GE(by_pairs, n - size_t(parts));
     }
   }
 }
