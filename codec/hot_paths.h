@@ -36,6 +36,14 @@ Status IndexKeys(Backend backend, const std::vector<maps::MapVoxel>& voxels, Vox
 std::vector<int32_t> VoxelKeys(const std::vector<maps::MapVoxel>& voxels);
 
 #ifdef __SSE2__
+// maps::BoundedFloor of two doubles, as two int32 lanes (the low two): truncated, then one less
+// where that is above the value (INT_MIN where a value is out of int's range or NaN).
+inline __m128i BoundedFloor2(__m128d v) {
+  const __m128i i = _mm_cvttpd_epi32(v);
+  const __m128i above = _mm_castpd_si128(_mm_cmpgt_pd(_mm_cvtepi32_pd(i), v));
+  return _mm_add_epi32(i, _mm_shuffle_epi32(above, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
 // kernels::NeighbourhoodKey of points a and b at once, lane by lane the same IEEE operations in
 // the same order (Transform's products and sums, KeyOf's quotient, KeyFloor's clamp, truncation
 // and correction; the build fuses nothing): the keys at k[0..2] and k[3..5], whether each fits as
@@ -58,10 +66,7 @@ inline unsigned NeighbourhoodKeys2(const kernels::Rigid& T, const Eigen::Vector3
                    _mm_set1_pd(T.t[r]));
     // KeyFloor: maxpd gives its second operand where the first is NaN, so NaN clamps to -2^30.
     const __m128d c = _mm_min_pd(_mm_max_pd(_mm_div_pd(q, v), lo), hi);
-    const __m128i i = _mm_cvttpd_epi32(c);
-    const __m128i above = _mm_castpd_si128(_mm_cmpgt_pd(_mm_cvtepi32_pd(i), c));
-    _mm_store_si128(reinterpret_cast<__m128i*>(lanes[r]),
-                    _mm_add_epi32(i, _mm_shuffle_epi32(above, _MM_SHUFFLE(2, 0, 2, 0))));
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes[r]), BoundedFloor2(c));
   }
   for (int r = 0; r < 3; ++r) {
     k[r] = lanes[r][0];

@@ -120,13 +120,6 @@ std::vector<Eigen::Vector3d> Subsample(const std::vector<Eigen::Vector3f>& frame
 }
 
 #ifdef __SSE2__
-// BoundedFloor of two doubles, as two int32 lanes (the low two): truncated, then one less where
-// that is above the value.
-inline __m128i BoundedFloor2(__m128d v) {
-  const __m128i i = _mm_cvttpd_epi32(v);
-  const __m128i above = _mm_castpd_si128(_mm_cmpgt_pd(_mm_cvtepi32_pd(i), v));
-  return _mm_add_epi32(i, _mm_shuffle_epi32(above, _MM_SHUFFLE(2, 0, 2, 0)));
-}
 // kernels::PackKey of the cells of two points (x, y, z, a lane each) of side 1 / inv, at out.
 inline void PackKeys2(__m128d x, __m128d y, __m128d z, double inv, uint64_t* out) {
   const __m128d s = _mm_set1_pd(inv);
