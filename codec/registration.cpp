@@ -38,8 +38,12 @@ namespace {
 // frame now ends within 0.1 m (2 of 30 did not before; BENCHMARK.md). Where planes are too few
 // (fewer than kMinCorrespondences matches: sparse rings of a 0.4-0.5 m map), an iteration matches
 // the other voxels' centroids point to point as well. From where the planes leave it, 5 fine
-// iterations give the ratios of 10 (00 60.1 against 60.2, 07 88.7 against 88.4 at T = 0.1, the
-// simulated day 41.5 both) for 3-4 ms less a frame.
+// iterations gave the ratios of 10 (00 60.1 against 60.2, 07 88.7 against 88.4 at T = 0.1, the
+// simulated day 41.5 both) for 3-4 ms less a frame; and 3 those of 5, with one coarse iteration
+// at the reach's floor of 0.3 m where there were two (bench revisit at equal CD 0.05 / 0.10 /
+// 0.15 m: 00 95.3 / 477 / 1036 against 95.0 / 477 / 1033, 07 192 / 1229 / 2571 against 193 / 1229
+// / 2562; BENCHMARK.md) for 0.7 ms less a frame: the fourth and fifth fine updates moved points
+// 1-2 mm, where the bound is 5 cm or more.
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kCoarseVoxelM = 3.0;
@@ -53,10 +57,10 @@ constexpr int kMinPatchPoints = 4;
 // smallest at most a tenth of it (a scan ring crossing the voxel is a line, not a patch).
 constexpr double kPatchSpread2 = kPatchM * kPatchM / 100;
 constexpr double kPatchFlatness = 0.1;
-constexpr int kCoarseIterations = 8;
+constexpr int kCoarseIterations = 7;
 constexpr double kCoarseStartM = 6.0;
 constexpr double kCoarseShrink = 0.6;
-constexpr int kMaxFineIterations = 5;
+constexpr int kMaxFineIterations = 3;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
 constexpr double kConvergedM = 2e-4;
 constexpr size_t kMinCorrespondences = 100;

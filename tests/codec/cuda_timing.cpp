@@ -142,14 +142,14 @@ int main(int argc, char** argv) {
         Check(ClassifyPoints(be, cloud->xyz, T, grid.get(), &cand.index, cand.sensor, tol, nb,
                              bound2, bound2 * 0.36, &explained, &marks));
       }));
-      // Registration's search: 8 coarse and 5 fine iterations over the source points, as
+      // Registration's search: 7 coarse and 3 fine iterations over the source points, as
       // RegisterFrame runs them (coarse cells of 3 m, 64 points a cell).
       t[b].correspond.push_back(Ms([&] {
         auto search =
             CorrespondenceSearch::Create(be, map_pts, cand.voxels, cand.index, tol, 3.0, 64);
         Check(search.status());
         std::vector<int32_t> best;
-        for (int it = 0; it < 13; ++it) Check((*search)->Find(source, T, it >= 8, 0.25, &best));
+        for (int it = 0; it < 10; ++it) Check((*search)->Find(source, T, it >= 7, 0.25, &best));
       }));
       EncodeReport rep;
       // The fastest of `repeats` runs, and each stage's fastest: this machine's speed swings by
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
     std::vector<double> Times::*v;
   } rows[] = {{"candidate projection (90 m ball)", &Times::project},
               {"classification (all points)", &Times::classify},
-              {"correspondences (13 iterations)", &Times::correspond},
+              {"correspondences (10 iterations)", &Times::correspond},
               {"Encode, whole frame", &Times::encode},
               {"Decode, whole frame", &Times::decode}};
   for (const auto& r : rows) row(r.name, [&](size_t b) { return &(t[b].*r.v); });
