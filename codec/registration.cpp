@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -26,6 +27,10 @@ namespace {
 // prior noise (0.3 m per horizontal axis, 1 degree of yaw); with 6 m and 3 m cells none did. A
 // sparser source (one point per kSourceVoxelM and kFineSourceVoxelM cell) converges closer and
 // costs less: 4-8% more ratio on sequence 00 at T = 0.1 (codec_eval, seeds 1-3, BENCHMARK.md).
+// On maps finer than kOwnFineSourceM the fine stage takes the coarse stage's source too: the
+// ratios within 0.3% at T = 0.05-0.3 on KITTI 00 and 07, for one subsample a frame and fine
+// iterations over 1.4 k points, not 2.2 k (KITTI 00); on coarser maps its representatives are
+// sparse, and with the sparser source the CD rose up to 3% (07 at T = 0.6; BENCHMARK.md).
 //
 // The coarse stage matches points to planes: a patch is the centroid and normal of the map
 // points in a kPatchM voxel that spread over two axes and are flat along the third. It matched
@@ -46,6 +51,7 @@ namespace {
 // 1-2 mm, where the bound is 5 cm or more.
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
+constexpr double kOwnFineSourceM = 0.35;   // on maps of this resolution or coarser
 constexpr double kCoarseVoxelM = 3.0;
 constexpr double kPatchM = 0.75;
 constexpr int kCoarsePerCell = 64;  // (kCoarseVoxelM / kPatchM)^3: every centroid of a cell
@@ -140,17 +146,19 @@ inline void PackKeys2(__m128d x, __m128d y, __m128d z, double inv, uint64_t* out
 
 // Subsample's two sides in one pass over the frame where each gives enough at its first side (a
 // KITTI frame does), else as Subsample gives each: in a pass each they took 2.1 ms a frame
-// (KITTI 00, T = 0.3), most of it reading and testing every point twice.
+// (KITTI 00, T = 0.3), most of it reading and testing every point twice. b null: side a alone.
 void SubsampleBoth(const std::vector<Eigen::Vector3f>& frame, double a_m, size_t a_min, double b_m,
                    size_t b_min, std::vector<Eigen::Vector3d>* a, std::vector<Eigen::Vector3d>* b) {
-  CellSample as(frame.size(), a_m, a_min), bs(frame.size(), b_m, b_min);
+  CellSample as(frame.size(), a_m, a_min);
+  std::optional<CellSample> bs;
+  if (b) bs.emplace(frame.size(), b_m, b_min);
   // Both sides' keys of a block of points first, two points at a time, then the points in order:
   // 1.48 -> 1.00 ms a frame (KITTI 00, T = 0.12), the same samples. Points out of reach get keys
   // too, never used: the vector conversion gives INT_MIN where a value is out of int's range,
   // and the scalar tail clamps (maps::KeyFloor: the same key as BoundedFloor's within reach).
   constexpr size_t kBlock = 256;
   uint64_t ka[kBlock], kb[kBlock];
-  const double ia = as.inverse(), ib = bs.inverse();
+  const double ia = as.inverse(), ib = b ? bs->inverse() : 0;
   for (size_t base = 0; base < frame.size(); base += kBlock) {
     const size_t m = std::min(kBlock, frame.size() - base);
     const Eigen::Vector3f* f = frame.data() + base;
@@ -161,27 +169,31 @@ void SubsampleBoth(const std::vector<Eigen::Vector3f>& frame, double a_m, size_t
       const __m128d y = _mm_setr_pd(double(f[k].y()), double(f[k + 1].y()));
       const __m128d z = _mm_setr_pd(double(f[k].z()), double(f[k + 1].z()));
       PackKeys2(x, y, z, ia, ka + k);
-      PackKeys2(x, y, z, ib, kb + k);
+      if (b) PackKeys2(x, y, z, ib, kb + k);
     }
 #endif
     for (; k < m; ++k) {
       const double x = double(f[k].x()), y = double(f[k].y()), z = double(f[k].z());
       ka[k] =
           kernels::PackKey(maps::KeyFloor(x * ia), maps::KeyFloor(y * ia), maps::KeyFloor(z * ia));
-      kb[k] =
-          kernels::PackKey(maps::KeyFloor(x * ib), maps::KeyFloor(y * ib), maps::KeyFloor(z * ib));
+      if (b) {
+        kb[k] = kernels::PackKey(maps::KeyFloor(x * ib), maps::KeyFloor(y * ib),
+                                 maps::KeyFloor(z * ib));
+      }
     }
     for (size_t j = 0; j < m; ++j) {
       const Eigen::Vector3d pd = f[j].cast<double>();
       if (!InReach(pd)) continue;
       as.Add(ka[j], pd);
-      bs.Add(kb[j], pd);
+      if (b) bs->Add(kb[j], pd);
     }
   }
   *a = as.Take();
-  *b = bs.Take();
   if (a->size() < a_min) *a = Subsample(frame, a_m, a_min, 1);
-  if (b->size() < b_min) *b = Subsample(frame, b_m, b_min, 1);
+  if (b) {
+    *b = bs->Take();
+    if (b->size() < b_min) *b = Subsample(frame, b_m, b_min, 1);
+  }
 }
 
 // The points of one kPatchM voxel: moments from the voxel's corner (moments of coordinates
@@ -359,16 +371,18 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
   std::vector<Patch>& patches = m->patches;
   const CorrespondenceSearch* search = m->search.get();
   const Candidates& c = m->c;
-  std::vector<Eigen::Vector3d> coarse_source, fine_source;
+  std::vector<Eigen::Vector3d> coarse_source, own_fine;
   constexpr size_t kMinCoarseSource = 800, kMinFineSource = 1000;
-  if (threads > 1) {
+  const bool own_fine_source = c.resolution_m >= kOwnFineSourceM;
+  if (threads > 1 && own_fine_source) {
     RunBoth(
         true, [&] { coarse_source = Subsample(frame, kSourceVoxelM, kMinCoarseSource); },
-        [&] { fine_source = Subsample(frame, kFineSourceVoxelM, kMinFineSource); });
+        [&] { own_fine = Subsample(frame, kFineSourceVoxelM, kMinFineSource); });
   } else {
     SubsampleBoth(frame, kSourceVoxelM, kMinCoarseSource, kFineSourceVoxelM, kMinFineSource,
-                  &coarse_source, &fine_source);
+                  &coarse_source, own_fine_source ? &own_fine : nullptr);
   }
+  const std::vector<Eigen::Vector3d>& fine_source = own_fine_source ? own_fine : coarse_source;
   // With threads, each source in two halves (the first and the second part, so that the sums
   // below see the correspondences in source order), the second searched by the helper.
   std::vector<Eigen::Vector3d> halves[2][2];  // [fine][half]

@@ -2088,7 +2088,8 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   // golden_delta_v8_free_adds.dvd version 8 while the encoder still selected free bits its models
   // favoured (the rule kAddOdds, gone since the fill section made it cost more than it bought);
   // golden_delta_v9_thirteen_iterations.dvd version 9 while registration ran 8 coarse and 5 fine
-  // iterations (now 7 and 3: another pose, 0.3 mm off).
+  // iterations, the fine ones on a subsample of their own (now 7 and 3, on the coarse stage's
+  // subsample on maps this fine: another pose, 6 mm off).
   for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
                           Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
                           Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
