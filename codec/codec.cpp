@@ -820,6 +820,10 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
                                     cand.sensor, res, nb, bound2, select_m * select_m, &explained,
                                     &marks, params.threads, gap_m * gap_m,
                                     known_near ? &near_known : nullptr));
+  if (!train) {
+    ListByNearest(marks.point_nearest, cand.voxels.size(), &marks.nearest_start,
+                  &marks.nearest_points);
+  }
   lap("classification");
   // The models' start: the map's priors, or in training the states so far. A trial coding of the
   // gap class leaves its models' end states in its own copy (in training), and the kept one's
@@ -973,7 +977,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     }
     if (!parallel) lap("octree coding");
     if (fill) {
-      fill->Index(marks.point_nearest);
+      fill->Index(marks.nearest_start, marks.nearest_points);
       if (!parallel) lap("fill index");
     }
     return Status::Ok();

@@ -60,7 +60,8 @@ std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<Select
 
 // Encoder, in three steps, the first two free of each other. Index needs only the
 // classification: the frame's original points (sensor frame) indexed by their nearest candidate
-// (point_nearest) and by cell, where a fill point looks for one within bound_m. Order needs only
+// (ListByNearest's lists, which must outlive the encoder) and by cell, where a fill point looks
+// for one within bound_m. Order needs only
 // the selection: the midpoints' order. Encode, once the other sections are known to decode to
 // `decoded` points, writes the section's body: every fill point it lets through has an original
 // point within bound_m, and *added receives how many the decoder will add. With threads, Index
@@ -68,7 +69,7 @@ std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<Select
 class FillEncoder {
  public:
   FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector3f>& points, double bound_m);
-  void Index(const std::vector<int32_t>& point_nearest);
+  void Index(const std::vector<int32_t>& nearest_start, const std::vector<int32_t>& nearest_points);
   void Order(const std::vector<SelectedPair>& pairs);
   std::vector<uint8_t> Encode(size_t decoded, size_t* added) const;
 
@@ -85,7 +86,7 @@ class FillEncoder {
   const std::vector<SelectedPair>* pairs_ = nullptr;
   std::vector<uint32_t> order_;  // FillOrder's midpoints
   // Index's
-  std::vector<uint32_t> own_start_;  // points by nearest candidate (CSR)
+  const int32_t* own_start_ = nullptr;  // points by nearest candidate (Index's CSR)
   std::vector<Eigen::Vector3f> own_points_;
   uint32_t mask_ = 0;
   std::vector<uint32_t> first_, in_bucket_;  // points by bucket of their cell (CSR)

@@ -617,23 +617,34 @@ void SelectionCoder::CodePart(int part, Code&& code) {
   if (model_.end && part == parts_ - 1) ctx->Store(model_.end);
 }
 
+void ListByNearest(const std::vector<int32_t>& point_nearest, size_t candidates,
+                   std::vector<int32_t>* start, std::vector<int32_t>* points) {
+  start->assign(candidates + 1, 0);
+  for (int32_t b : point_nearest) {
+    if (b >= 0) ++(*start)[size_t(b) + 1];
+  }
+  for (size_t k = 1; k <= candidates; ++k) (*start)[k] += (*start)[k - 1];
+  points->resize(size_t((*start)[candidates]));
+  std::vector<int32_t> at(start->begin(), start->end() - 1);
+  for (size_t p = 0; p < point_nearest.size(); ++p) {
+    const int32_t b = point_nearest[p];
+    if (b >= 0) (*points)[size_t(at[size_t(b)]++)] = int32_t(p);
+  }
+}
+
 void SelectionCoder::SetMarks(const CandidateMarks& marks) {
   marks_ = &marks;
   const size_t n = c_.voxels.size();
-  // The points each candidate is the nearest of (counting sort by candidate).
-  start_.assign(n + 1, 0);
-  // Marks without each point's second (a caller's own) leave every nearest in.
+  // Marks without each point's second (a caller's own) leave every nearest in: no lists.
   const bool seconds = marks.point_second.size() == marks.point_nearest.size();
-  for (int32_t b : marks.point_nearest) {
-    if (b >= 0 && seconds) ++start_[size_t(b) + 1];
+  const bool listed = seconds && marks.nearest_start.size() == n + 1;
+  if (!seconds) {
+    own_start_.assign(n + 1, 0);
+  } else if (!listed) {
+    ListByNearest(marks.point_nearest, n, &own_start_, &own_points_);
   }
-  for (size_t k = 1; k <= n; ++k) start_[k] += start_[k - 1];
-  points_.resize(size_t(start_[n]));
-  std::vector<int32_t> fill(start_.begin(), start_.end() - 1);
-  for (size_t p = 0; seconds && p < marks.point_nearest.size(); ++p) {
-    const int32_t b = marks.point_nearest[p];
-    if (b >= 0) points_[size_t(fill[size_t(b)]++)] = int32_t(p);
-  }
+  start_ = listed ? marks.nearest_start.data() : own_start_.data();
+  points_ = listed ? marks.nearest_points.data() : own_points_.data();
   needed_.assign(n, 0);
 }
 

@@ -38,11 +38,19 @@ struct Candidates {
 // point, so that selecting it keeps the bound (its decoded point has an original one within it).
 // Per frame point: point_nearest, the candidate it marks as nearest, and point_second, the nearest
 // of the other candidates within the tolerance (-1 for none, or when not given at all): a nearest
-// may go when each of its points keeps its second (EncodeSelection).
+// may go when each of its points keeps its second (EncodeSelection). The points each candidate
+// is the nearest of, listed by candidate (ListByNearest): candidate c's are nearest_points
+// [nearest_start[c], nearest_start[c + 1]), in point order; the selection coder and the fill
+// index read them (empty: not listed).
 struct CandidateMarks {
   std::vector<uint8_t> nearest, close, within;
   std::vector<int32_t> point_nearest, point_second;
+  std::vector<int32_t> nearest_start, nearest_points;
 };
+// Lists the points by nearest candidate (a counting sort of point_nearest) for `candidates`
+// candidates into *start and *points.
+void ListByNearest(const std::vector<int32_t>& point_nearest, size_t candidates,
+                   std::vector<int32_t>* start, std::vector<int32_t>* points);
 
 // The angular grid of the visibility context: cell = row * kAngularCols + column.
 constexpr int kAngularCols = 1024;
@@ -287,6 +295,7 @@ class SelectionCoder {
   SelectionCoder(const SelectionCoder&) = delete;
   SelectionCoder& operator=(const SelectionCoder&) = delete;
   // The encoder: SetMarks once (marks must outlive the coder), then EncodePart for each part.
+  // Marks without their lists by nearest are listed here.
   void SetMarks(const CandidateMarks& marks);
   std::vector<uint8_t> EncodePart(int part);
   Status DecodePart(int part, const uint8_t* data, size_t size);
@@ -307,10 +316,13 @@ class SelectionCoder {
   std::unique_ptr<float[]> h_;
   std::unique_ptr<uint8_t[]> shifted_;
   std::vector<std::vector<SelectedPair>> pairs_;
-  // The encoder's: the frame points each candidate is the nearest of (start_, points_), and the
-  // candidates that must be selected because a nearest before them was left out.
+  // The encoder's: the frame points each candidate is the nearest of (start_, points_: the
+  // marks' lists, or own_start_ and own_points_), and the candidates that must be selected
+  // because a nearest before them was left out.
   const CandidateMarks* marks_ = nullptr;
-  std::vector<int32_t> start_, points_;
+  std::vector<int32_t> own_start_, own_points_;
+  const int32_t* start_ = nullptr;
+  const int32_t* points_ = nullptr;
   std::vector<uint8_t> needed_;
 };
 // One part, on the calling thread (the format before version 9).

@@ -853,7 +853,7 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
   // Marks as a classification leaves them: nearest and close within `within`; runs of each, as
   // surfaces give, so that the models learn patterns worth following.
   CandidateMarks marks{
-      std::vector<uint8_t>(n), std::vector<uint8_t>(n), std::vector<uint8_t>(n), {}, {}};
+      std::vector<uint8_t>(n), std::vector<uint8_t>(n), std::vector<uint8_t>(n), {}, {}, {}, {}};
   for (size_t j = 0; j < n; ++j) {
     const int kind = int(rng() % 10);
     marks.within[j] = kind < 7;
@@ -1055,6 +1055,39 @@ TEST(Codec, FillOrderIsTheSpecsList) {
                                          (first_edge + 5) << 2, (first_edge + 6) << 2}));
 }
 
+// The points listed by nearest candidate (ListByNearest, made once a frame for the selection
+// coder and the fill): each point in its nearest's list, in point order, every explained point
+// once; and the selection coder codes the same bits from marks listed beforehand as from marks it
+// lists itself.
+TEST_F(StreetMap, PointsListedByNearestServeTheSelectionAsItsOwnLists) {
+  Classified c;
+  ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
+  const size_t n = c.cand.voxels.size();
+  CandidateMarks listed = c.marks;
+  ListByNearest(listed.point_nearest, n, &listed.nearest_start, &listed.nearest_points);
+  ASSERT_EQ(listed.nearest_start.size(), n + 1);
+  const size_t explained = size_t(std::count_if(
+      listed.point_nearest.begin(), listed.point_nearest.end(), [](int32_t b) { return b >= 0; }));
+  ASSERT_GT(explained, 1000u);
+  ASSERT_EQ(listed.nearest_points.size(), explained);
+  EXPECT_EQ(listed.nearest_start[0], 0);
+  for (size_t j = 0; j < n; ++j) {
+    for (int32_t k = listed.nearest_start[j]; k < listed.nearest_start[j + 1]; ++k) {
+      const int32_t p = listed.nearest_points[size_t(k)];
+      EXPECT_EQ(listed.point_nearest[size_t(p)], int32_t(j));
+      if (k > listed.nearest_start[j]) {
+        EXPECT_LT(listed.nearest_points[size_t(k - 1)], p);
+      }
+    }
+  }
+  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  std::vector<uint8_t> own_selected, listed_selected;
+  const std::vector<uint8_t> own = EncodeSelection(c.cand, c.marks, model, &own_selected);
+  const std::vector<uint8_t> from_lists = EncodeSelection(c.cand, listed, model, &listed_selected);
+  EXPECT_EQ(from_lists, own);
+  EXPECT_EQ(listed_selected, own_selected);
+}
+
 // The fill decodes exactly the points the encoder let through, in the visiting order (FillOrder),
 // each with an original point within the bound: on the whole frame (few vetoes: the decoder's
 // order, sorted only a little past its budget, is enough), on a frame thinned to one point in
@@ -1079,7 +1112,9 @@ TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
   for (const auto& [points, nearest] :
        {Frame(&c.frame.xyz, &c.marks.point_nearest), Frame(&thinned, &thinned_nearest)}) {
     FillEncoder fill(c.cand, *points, c.bound);
-    fill.Index(*nearest);
+    std::vector<int32_t> start, listed;
+    ListByNearest(*nearest, c.cand.voxels.size(), &start, &listed);
+    fill.Index(start, listed);
     fill.Order(pairs);
     for (size_t decoded : {size_t(0), points->size() / 2}) {
       SCOPED_TRACE(std::to_string(points->size()) + " points, " + std::to_string(decoded) +
@@ -1123,7 +1158,9 @@ TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
   // Without pairs there is nothing to visit: no bits, and the decoder reads none.
   const std::vector<SelectedPair> none;
   FillEncoder empty(c.cand, c.frame.xyz, c.bound);
-  empty.Index(c.marks.point_nearest);
+  std::vector<int32_t> start, listed;
+  ListByNearest(c.marks.point_nearest, c.cand.voxels.size(), &start, &listed);
+  empty.Index(start, listed);
   empty.Order(none);
   size_t added = 1;
   const std::vector<uint8_t> bytes = empty.Encode(0, &added);
