@@ -61,11 +61,11 @@ std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<Select
 // Encoder, in three steps, the first two free of each other. Index needs only the
 // classification: the frame's original points (sensor frame) indexed by their nearest candidate
 // (ListByNearest's lists, which must outlive the encoder) and by cell, where a fill point looks
-// for one within bound_m. Order needs only
-// the selection: the midpoints' order. Encode, once the other sections are known to decode to
-// `decoded` points, writes the section's body: every fill point it lets through has an original
-// point within bound_m, and *added receives how many the decoder will add. With threads, Index
-// runs beside the selection coder and Order after it (codec.cpp).
+// for one within bound_m. Order needs only the selection: the midpoints' order. Encode, once the
+// other sections are known to decode to `decoded` points, writes the section's body: every fill
+// point it lets through has an original point within bound_m, and *added receives how many the
+// decoder will add. With threads, Index runs beside the selection coder and Order after it
+// (codec.cpp).
 class FillEncoder {
  public:
   FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector3f>& points, double bound_m);

@@ -47,8 +47,8 @@ namespace {
 // simulated day 41.5 both) for 3-4 ms less a frame; and 3 those of 5, with one coarse iteration
 // at the reach's floor of 0.3 m where there were two (bench revisit at equal CD 0.05 / 0.10 /
 // 0.15 m: 00 95.3 / 477 / 1036 against 95.0 / 477 / 1033, 07 192 / 1229 / 2571 against 193 / 1229
-// / 2562; BENCHMARK.md) for 0.7 ms less a frame: the fourth and fifth fine updates moved points
-// 1-2 mm, where the bound is 5 cm or more.
+// / 2562; BENCHMARK.md) for 0.3-0.45 ms less a frame: the fourth and fifth fine updates moved
+// points 1-2 mm, where the bound is 5 cm or more.
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kOwnFineSourceM = 0.35;   // on maps of this resolution or coarser
