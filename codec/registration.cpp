@@ -384,13 +384,14 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
   }
   const std::vector<Eigen::Vector3d>& fine_source = own_fine_source ? own_fine : coarse_source;
   // With threads, each source in two halves (the first and the second part, so that the sums
-  // below see the correspondences in source order), the second searched by the helper.
-  std::vector<Eigen::Vector3d> halves[2][2];  // [fine][half]
+  // below see the correspondences in source order), the second searched by the helper; the fine
+  // stage's are the coarse stage's where it takes that source.
+  std::vector<Eigen::Vector3d> halves[2][2];  // [own fine source][half]
   std::unique_ptr<SearchHelper> helper;
   if (threads > 1 && m->backend == Backend::kCpu &&
       std::min(coarse_source.size(), fine_source.size()) >= kMinSplitSource) {
-    for (int f = 0; f < 2; ++f) {
-      const std::vector<Eigen::Vector3d>& s = f ? fine_source : coarse_source;
+    for (int f = 0; f < (own_fine_source ? 2 : 1); ++f) {
+      const std::vector<Eigen::Vector3d>& s = f ? own_fine : coarse_source;
       const auto middle = s.begin() + std::ptrdiff_t(s.size() / 2);
       halves[f][0].assign(s.begin(), middle);
       halves[f][1].assign(middle, s.end());
@@ -422,9 +423,10 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
     const std::vector<Eigen::Vector3d>& source = fine ? fine_source : coarse_source;
     const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
     if (helper) {
-      helper->Start(&halves[fine][1], T_k, fine, max_dist * max_dist, &cache[fine][1]);
+      const int src = fine && own_fine_source;
+      helper->Start(&halves[src][1], T_k, fine, max_dist * max_dist, &cache[fine][1]);
       const Status own =
-          search->Find(halves[fine][0], T_k, fine, max_dist * max_dist, &best, &cache[fine][0]);
+          search->Find(halves[src][0], T_k, fine, max_dist * max_dist, &best, &cache[fine][0]);
       const std::vector<int32_t>* rest = nullptr;
       const Status theirs = helper->Wait(&rest);
       DV_RETURN_IF_ERROR(own);
