@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 JOBS=$(nproc)
 start=$(date +%s)
+# Each stage prints when it starts, so a slow CI says which stage grew.
+stage() { echo "== $1 (at $(( $(date +%s) - start )) s)"; }
 
 # The CUDA backend compiles for Jetson Orin (sm_87) and a data-centre GPU (sm_90) wherever nvcc
 # is (CUDA is not a Debian 12 package), in the Release build itself: one compile of everything, and
@@ -18,30 +20,30 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 cuda=()
 if [ -x "$NVCC" ]; then
   cuda=(-DDEJAVIEW_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC")
-  echo "== Release build, with the CUDA backend ($("$NVCC" --version | tail -n 1))"
+  stage "Release build, with the CUDA backend ($("$NVCC" --version | tail -n 1))"
 else
-  echo "== Release build (CUDA backend NOT built: no nvcc on PATH or in /usr/local/cuda/bin)"
+  stage "Release build (CUDA backend NOT built: no nvcc on PATH or in /usr/local/cuda/bin)"
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEJAVIEW_WERROR=ON "${cuda[@]}" >/dev/null
 cmake --build build -j "$JOBS"
-echo "== Tests (Release)"
+stage "Tests (Release)"
 ctest --test-dir build -j "$JOBS" --output-on-failure 2>&1 | tail -n 25
 
 # One clang build serves two stages: every test under ASan+UBSan, then each libFuzzer target
 # fuzzed for a bounded time (the libraries carry the fuzzer's coverage instrumentation).
-echo "== Tests (clang, address+undefined sanitizers)"
+stage "Tests (clang, address+undefined sanitizers)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDEJAVIEW_SANITIZE=ON -DDEJAVIEW_FUZZERS=ON -DDEJAVIEW_WERROR=ON >/dev/null
 cmake --build build-san -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-san -j "$JOBS" --output-on-failure 2>&1 | tail -n 25
 
-echo "== Fuzz (libFuzzer, ${FUZZ_SECONDS:-15} s per target)"
+stage "Fuzz (libFuzzer, ${FUZZ_SECONDS:-15} s per target)"
 bash scripts/fuzz.sh build-san "${FUZZ_SECONDS:-15}"
 
 # The agent's threads (subscriber, encoders, spool writer, uploader), in-process and as the
 # real agent and server processes of the fault tests.
-echo "== Tests (thread sanitizer: the agent pipeline)"
+stage "Tests (thread sanitizer: the agent pipeline)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEJAVIEW_TSAN=ON \
   -DDEJAVIEW_WERROR=ON >/dev/null
 cmake --build build-tsan -j "$JOBS" --target agent_test agent_server_faults_test
@@ -50,7 +52,7 @@ build-tsan/tests/agent/agent_test --gtest_brief=1
 build-tsan/tests/agent/agent_server_faults_test --gtest_brief=1
 unset TSAN_OPTIONS
 
-echo "== clang-format"
+stage "clang-format"
 files=$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 clang-format --dry-run --Werror $files
 echo "== all green in $(( $(date +%s) - start )) s"
