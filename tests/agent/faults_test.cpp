@@ -45,7 +45,7 @@ std::string MakeDrive(const std::string& dir, size_t n, size_t points) {
           Eigen::Vector3f(float(h % 4001) * 0.01f, float((h >> 12) % 3001) * 0.01f, float(i)),
           float(p % 7) / 7.0f);
     }
-    char name[32];
+    char name[48];
     std::snprintf(name, sizeof(name), "/velodyne/%06zu.bin", i);
     EXPECT_TRUE(WriteKittiBin(drive + name, c).ok());
     Pose T = Pose::Identity();

@@ -1112,6 +1112,8 @@ TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
   for (const auto& [points, nearest] :
        {Frame(&c.frame.xyz, &c.marks.point_nearest), Frame(&thinned, &thinned_nearest)}) {
     FillEncoder fill(c.cand, *points, c.bound);
+    const std::vector<Eigen::Vector3f>& frame = *points;  // a binding lambdas can capture
+    const XSweep sweep(frame);
     std::vector<int32_t> start, listed;
     ListByNearest(*nearest, c.cand.voxels.size(), &start, &listed);
     fill.Index(start, listed);
@@ -1121,16 +1123,17 @@ TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
                    " decoded");
       const size_t budget = points->size() - decoded;
       // What the encoder must let through: the fill points in order, each with an original point
-      // within the bound (by brute force), until the budget is met.
+      // within the bound (brute force over the points in its x band), until the budget is met.
       std::vector<Eigen::Vector3f> expected;
       size_t vetoes = 0;
       for (uint32_t e : FillOrder(c.cand, pairs, budget)) {
         if (expected.size() == budget) break;
         const Eigen::Vector3f m = FillPoint(c.cand, pairs[e >> 2], e & 3);
-        const bool near =
-            std::any_of(points->begin(), points->end(), [&](const Eigen::Vector3f& p) {
-              return (p.cast<double>() - m.cast<double>()).squaredNorm() <= c.bound * c.bound;
-            });
+        bool near = false;
+        sweep.ForNear(m.cast<double>(), c.bound, [&](size_t j) {
+          near |= (frame[j].cast<double>() - m.cast<double>()).squaredNorm() <=
+                  c.bound * c.bound;
+        });
         if (near) {
           expected.push_back(m);
         } else {

@@ -492,7 +492,7 @@ TEST(Export, WritesKittiAndPackedBatchesBitExactInSeededOrder) {
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   EXPECT_EQ(st->frames, 6u);
   for (size_t i = 0; i < 6; ++i) {
-    char name[32];
+    char name[48];
     std::snprintf(name, sizeof(name), "/kitti/velodyne/%06zu.bin", i);
     auto got = ReadFileBytes(f.dir + name);
     ASSERT_TRUE(got.ok());
