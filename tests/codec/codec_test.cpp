@@ -1131,8 +1131,7 @@ TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
         const Eigen::Vector3f m = FillPoint(c.cand, pairs[e >> 2], e & 3);
         bool near = false;
         sweep.ForNear(m.cast<double>(), c.bound, [&](size_t j) {
-          near |= (frame[j].cast<double>() - m.cast<double>()).squaredNorm() <=
-                  c.bound * c.bound;
+          near |= (frame[j].cast<double>() - m.cast<double>()).squaredNorm() <= c.bound * c.bound;
         });
         if (near) {
           expected.push_back(m);
