@@ -30,7 +30,8 @@ stage "Tests (Release)"
 ctest --test-dir build -j "$JOBS" --output-on-failure 2>&1 | tail -n 25
 
 # One clang build serves two stages: every test under ASan+UBSan, then each libFuzzer target
-# fuzzed for a bounded time (the libraries carry the fuzzer's coverage instrumentation).
+# fuzzed for a bounded time (the libraries with fuzz targets carry the fuzzer's coverage
+# instrumentation: CMakeLists.txt).
 stage "Tests (clang, address+undefined sanitizers)"
 # Line tables are all the sanitizers' reports need (-g's full debug info took 5% longer to build).
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -49,7 +50,8 @@ stage "Tests (thread sanitizer: the agent pipeline)"
 # -O1 and minimal debug info (enough for TSan's stacks): the pipeline's tests take seconds either
 # way, and its libraries build in two thirds of the time -O2 -g takes.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DDEJAVIEW_TSAN=ON -DDEJAVIEW_WERROR=ON >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DDEJAVIEW_TSAN=ON \
+  -DDEJAVIEW_WERROR=ON >/dev/null
 cmake --build build-tsan -j "$JOBS" --target agent_test agent_server_faults_test
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 build-tsan/tests/agent/agent_test --gtest_brief=1
