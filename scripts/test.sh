@@ -31,7 +31,7 @@ ctest --test-dir build -j "$JOBS" --output-on-failure 2>&1 | tail -n 25
 
 # One clang build serves two stages: every test under ASan+UBSan, then each libFuzzer target
 # fuzzed for a bounded time (the libraries with fuzz targets carry the fuzzer's coverage
-# instrumentation: CMakeLists.txt).
+# instrumentation: tests/CMakeLists.txt, dv_fuzz).
 stage "Tests (clang, address+undefined sanitizers)"
 # Line tables are all the sanitizers' reports need (-g's full debug info took 5% longer to build).
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
