@@ -133,17 +133,16 @@ DV_HOST_DEVICE inline void KeepNearestWithin(int32_t j, uint64_t d2_bits, int32_
 }
 
 // ClassifyPoints' rule for one candidate j at squared distance d2 from a point p: marks j in
-// `within` when d2 <= bound2 and in `close` when d2 <= select2, and keeps in *best (its squared
+// `close` when d2 <= select2, and keeps in *best (its squared
 // distance in *best_d2) the nearest within sqrt(bound2) so far, the first among equals, and in
 // *second (*second_d2) the nearest of the others, the first among equals. Start with *best =
 // *second = -1 and *best_d2 = *second_d2 = bound2 and call it for p's candidates in (dx, dy, dz)
 // order; after the last the caller marks *best as a nearest (-1: p is not explained). A candidate
 // beyond both radii changes nothing, so a caller may leave those out.
 DV_HOST_DEVICE inline void SelectOne(int32_t j, double d2, double bound2, double select2,
-                                     uint8_t* within, uint8_t* close, int32_t* best,
-                                     double* best_d2, int32_t* second, double* second_d2) {
-  // Every writer stores 1: ORs, free of order.
-  if (d2 <= bound2) within[j] = 1;
+                                     uint8_t* close, int32_t* best, double* best_d2,
+                                     int32_t* second, double* second_d2) {
+  // Every writer stores 1: an OR, free of order.
   if (d2 <= select2) close[j] = 1;
   KeepNearest(j, d2, bound2, best, best_d2, second, second_d2);
 }
@@ -151,13 +150,13 @@ DV_HOST_DEVICE inline void SelectOne(int32_t j, double d2, double bound2, double
 // SelectOne over the candidates `near` (indices into sensor, x y z each) of point p, in order.
 DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, size_t count,
                                       const double p[3], double bound2, double select2,
-                                      uint8_t* within, uint8_t* close, int32_t* best,
-                                      double* best_d2, int32_t* second, double* second_d2) {
+                                      uint8_t* close, int32_t* best, double* best_d2,
+                                      int32_t* second, double* second_d2) {
   for (size_t m = 0; m < count; ++m) {
     const int32_t j = near[m];
     const double s[3] = {double(sensor[3 * j]), double(sensor[3 * j + 1]),
                          double(sensor[3 * j + 2])};
-    SelectOne(j, Dist2(s, p), bound2, select2, within, close, best, best_d2, second, second_d2);
+    SelectOne(j, Dist2(s, p), bound2, select2, close, best, best_d2, second, second_d2);
   }
 }
 

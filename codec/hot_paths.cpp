@@ -144,7 +144,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       std::vector<uint8_t>* near_out) {
   explained->assign(pts.size(), 0);
   if (near_out) near_out->assign(pts.size(), 0);
-  for (std::vector<uint8_t>* m : {&marks->nearest, &marks->close, &marks->within}) {
+  for (std::vector<uint8_t>* m : {&marks->nearest, &marks->close}) {
     m->assign(candidate_sensor.size(), 0);
   }
   marks->point_nearest.assign(pts.size(), -1);
@@ -155,7 +155,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
     return cuda::ClassifyPoints(Floats(pts), pts.size(), T_map_sensor, index->view(),
                                 index->slots(), Floats(candidate_sensor), candidate_sensor.size(),
                                 voxel_m, nb, bound2, select2, explained->data(),
-                                marks->nearest.data(), marks->close.data(), marks->within.data(),
+                                marks->nearest.data(), marks->close.data(),
                                 marks->point_nearest.data(), marks->point_second.data());
 #else
     return NoCuda();
@@ -174,12 +174,12 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
   // The points of a voxel share its candidates: their coordinates are laid out once a voxel, and
   // the distances to each point are taken in one loop the compiler vectorises (the same double
   // operations, so the same bits). Only the few within the bound (2.6 of 10 a point, KITTI 00 at
-  // T = 0.1) count for the nearest and second (below), not a branch on each; the within and close
-  // marks are ORed over a voxel's points as bits and stored once a voxel, not once a point
-  // (SelectOne's marks, and its nearest and second, which lie within the bound).
+  // T = 0.1) count for the nearest and second (below), not a branch on each; the close marks are
+  // ORed over a voxel's points as bits and stored once a voxel, not once a point (SelectOne's
+  // marks, and its nearest and second, which lie within the bound).
   struct Scratch {
     std::vector<double> x, y, z, d2;
-    std::vector<uint64_t> within, close;
+    std::vector<uint64_t> close;
   };
   std::vector<Scratch> scratch(static_cast<size_t>(runs));
   ForEachPointVoxel(
@@ -187,7 +187,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
       [&](int r, const uint32_t* points, size_t count, const std::vector<int32_t>& near) {
         CandidateMarks& m = r == 0 ? *marks : own[size_t(r - 1)];
         if (m.nearest.empty()) {
-          for (std::vector<uint8_t>* v : {&m.nearest, &m.close, &m.within}) {
+          for (std::vector<uint8_t>* v : {&m.nearest, &m.close}) {
             v->assign(candidate_sensor.size(), 0);
           }
         }
@@ -196,7 +196,6 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
         if (s.x.size() < n) {
           for (std::vector<double>* v : {&s.x, &s.y, &s.z, &s.d2}) v->resize(n);
         }
-        s.within.assign(words, 0);
         s.close.assign(words, 0);
         double* const x = s.x.data();
         double* const y = s.y.data();
@@ -231,10 +230,14 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
           second_d2 = best_d2;
 #endif
           // The distances (kernels::Dist2's operations, in its order), and which are within the
-          // bound, as bits: a branch per candidate mispredicted on most of those that were.
+          // selection radius (and, on the portable path, the bound), as bits: a branch per
+          // candidate mispredicted on most of those that were.
           for (size_t w = 0; w < words; ++w) {
             const size_t base = 64 * w, end = std::min(n, base + 64);
-            uint64_t in_bound = 0, in_select = 0;
+            uint64_t in_select = 0;
+#ifndef __SSE2__
+            uint64_t in_bound = 0;
+#endif
             size_t a = base;
 #ifdef __SSE2__
             // Two at a time, the same IEEE operations lane by lane, the masks by movmskpd: the
@@ -248,24 +251,22 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
               const __m128d d = _mm_add_pd(_mm_add_pd(_mm_mul_pd(dx, dx), _mm_mul_pd(dy, dy)),
                                            _mm_mul_pd(dz, dz));
               _mm_storeu_pd(d2 + a, d);
-              const __m128d in = _mm_cmple_pd(d, vb);
-              in_bound |= uint64_t(_mm_movemask_pd(in)) << (a - base);
               in_select |= uint64_t(_mm_movemask_pd(_mm_cmple_pd(d, vs))) << (a - base);
-              keep(d, in);
+              keep(d, _mm_cmple_pd(d, vb));
             }
 #endif
             for (; a < end; ++a) {
               const double dx = x[a] - px, dy = y[a] - py, dz = z[a] - pz;
               d2[a] = dx * dx + dy * dy + dz * dz;
-              in_bound |= uint64_t(d2[a] <= bound2) << (a - base);
               in_select |= uint64_t(d2[a] <= select2) << (a - base);
 #ifdef __SSE2__
               // Lane 0 only: lane 1 stays as it was (+infinity changes neither).
               const __m128d d = _mm_set_pd(HUGE_VAL, d2[a]);
               keep(d, _mm_cmple_pd(d, vb));
+#else
+              in_bound |= uint64_t(d2[a] <= bound2) << (a - base);
 #endif
             }
-            s.within[w] |= in_bound;
             s.close[w] |= in_select;
 #ifndef __SSE2__
             for (; in_bound != 0; in_bound &= in_bound - 1) {
@@ -299,9 +300,6 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
           marks->point_second[i] = second;
         }
         for (size_t w = 0; w < words; ++w) {
-          for (uint64_t b = s.within[w]; b != 0; b &= b - 1) {
-            m.within[size_t(near[64 * w + size_t(__builtin_ctzll(b))])] = 1;
-          }
           for (uint64_t b = s.close[w]; b != 0; b &= b - 1) {
             m.close[size_t(near[64 * w + size_t(__builtin_ctzll(b))])] = 1;
           }
@@ -312,7 +310,6 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
     for (size_t j = 0; j < candidate_sensor.size(); ++j) {
       marks->nearest[j] |= m.nearest[j];
       marks->close[j] |= m.close[j];
-      marks->within[j] |= m.within[j];
     }
   }
   return Status::Ok();

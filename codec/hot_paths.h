@@ -116,8 +116,8 @@ void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
 
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
 // some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
-// its representative candidate_sensor[j] within sqrt(bound2) of p. Those get marks->within[j] = 1,
-// the nearest of them (the first in (dx, dy, dz) order among equals) marks->nearest[j] = 1, and
+// its representative candidate_sensor[j] within sqrt(bound2) of p. The nearest of those (the
+// first in (dx, dy, dz) order among equals) gets marks->nearest[j] = 1, and
 // every one within sqrt(select2) <= sqrt(bound2) marks->close[j] = 1 (the marks are sized to the
 // candidates and cleared first). The CPU finds the candidates around a point in `grid`, a
 // SortedGrid of their voxels' keys with max_nb >= nb, the CUDA backend in their hash, `index`;

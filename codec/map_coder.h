@@ -34,8 +34,8 @@ struct Candidates {
 // What the encoder's classification found out about each candidate, each an OR over the frame's
 // points (hot_paths.h ClassifyPoints): nearest, the nearest candidate within the tolerance of some
 // point (the first among equals), which that point's explanation rests on; close,
-// within select_factor of the tolerance of some point; within, within the tolerance of some
-// point, so that selecting it keeps the bound (its decoded point has an original one within it).
+// within select_factor of the tolerance of some point. The encoder selects no other candidate, so
+// each selected one has an original point within the tolerance.
 // Per frame point: point_nearest, the candidate it marks as nearest, and point_second, the nearest
 // of the other candidates within the tolerance (-1 for none, or when not given at all): a nearest
 // may go when each of its points keeps its second (EncodeSelection). The points each candidate
@@ -43,7 +43,7 @@ struct Candidates {
 // [nearest_start[c], nearest_start[c + 1]), in point order; the selection coder and the fill
 // index read them (empty: not listed).
 struct CandidateMarks {
-  std::vector<uint8_t> nearest, close, within;
+  std::vector<uint8_t> nearest, close;
   std::vector<int32_t> point_nearest, point_second;
   std::vector<int32_t> nearest_start, nearest_points;
 };

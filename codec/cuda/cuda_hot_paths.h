@@ -22,12 +22,12 @@ Status IndexKeys(const uint64_t* packed, size_t n, size_t slots, int32_t shift, 
                  int32_t* values);
 
 // pts: n x 3 floats; sensor: candidates x 3 floats; the hash has `slots` slots. explained,
-// point_nearest, point_second: n; nearest, close, within: candidates (all written whole).
+// point_nearest, point_second: n; nearest, close: candidates (all written whole).
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
                       const kernels::HashView& index, size_t slots, const float* sensor,
                       size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
-                      uint8_t* explained, uint8_t* nearest, uint8_t* close, uint8_t* within,
-                      int32_t* point_nearest, int32_t* point_second);
+                      uint8_t* explained, uint8_t* nearest, uint8_t* close, int32_t* point_nearest,
+                      int32_t* point_second);
 
 // As ClassifyPoints; near: n (written whole).
 Status MarkNearCandidates(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,

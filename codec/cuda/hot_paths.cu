@@ -100,8 +100,8 @@ Status Finish() {
 __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
                                kernels::HashView index, const float* sensor, double voxel_m,
                                int32_t nb, double bound2, double select2, uint8_t* explained,
-                               uint8_t* nearest, uint8_t* close, uint8_t* within,
-                               int32_t* point_nearest, int32_t* point_second) {
+                               uint8_t* nearest, uint8_t* close, int32_t* point_nearest,
+                               int32_t* point_second) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const double p[3] = {double(pts[3 * i]), double(pts[3 * i + 1]), double(pts[3 * i + 2])};
@@ -116,8 +116,8 @@ __global__ void ClassifyKernel(const float* pts, size_t n, kernels::Rigid T,
     int count = 0;
     double best_d2 = bound2, second_d2 = bound2;
     auto flush = [&]() {
-      kernels::SelectNear(sensor, near, size_t(count), p, bound2, select2, within, close, &best,
-                          &best_d2, &second, &second_d2);
+      kernels::SelectNear(sensor, near, size_t(count), p, bound2, select2, close, &best, &best_d2,
+                          &second, &second_d2);
       count = 0;
     };
     for (int dx = -nb; dx <= nb; ++dx) {
@@ -226,10 +226,10 @@ Status DeviceAvailable() {
 Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_sensor,
                       const kernels::HashView& index, size_t slots, const float* sensor,
                       size_t candidates, double voxel_m, int32_t nb, double bound2, double select2,
-                      uint8_t* explained, uint8_t* nearest, uint8_t* close, uint8_t* within,
-                      int32_t* point_nearest, int32_t* point_second) {
+                      uint8_t* explained, uint8_t* nearest, uint8_t* close, int32_t* point_nearest,
+                      int32_t* point_second) {
   DeviceArray<float> d_pts, d_sensor;
-  DeviceArray<uint8_t> d_explained, d_marks[3];  // nearest, close, within
+  DeviceArray<uint8_t> d_explained, d_marks[2];  // nearest, close
   DeviceArray<int32_t> d_point[2];               // point_nearest, point_second
   DeviceHash d_index;
   DV_RETURN_IF_ERROR(d_pts.Upload(pts, 3 * n));
@@ -244,8 +244,7 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
   if (n > 0) {
     ClassifyKernel<<<Blocks(n), kThreads, 0, cudaStreamPerThread>>>(
         d_pts.get(), n, T_map_sensor, d_index.view, d_sensor.get(), voxel_m, nb, bound2, select2,
-        d_explained.get(), d_marks[0].get(), d_marks[1].get(), d_marks[2].get(), d_point[0].get(),
-        d_point[1].get());
+        d_explained.get(), d_marks[0].get(), d_marks[1].get(), d_point[0].get(), d_point[1].get());
     DV_RETURN_IF_ERROR(Launched());
   }
   DV_RETURN_IF_ERROR(d_explained.Download(explained, n));
@@ -253,7 +252,6 @@ Status ClassifyPoints(const float* pts, size_t n, const kernels::Rigid& T_map_se
   DV_RETURN_IF_ERROR(d_point[1].Download(point_second, n));
   DV_RETURN_IF_ERROR(d_marks[0].Download(nearest, candidates));
   DV_RETURN_IF_ERROR(d_marks[1].Download(close, candidates));
-  DV_RETURN_IF_ERROR(d_marks[2].Download(within, candidates));
   return Finish();
 }
 

@@ -685,15 +685,14 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
                       .ok());
       const size_t n = cand.voxels.size();
       const XSweep sweep(cand.sensor);
-      std::vector<uint8_t> within(n, 0), close(n, 0), nearest(n, 0);
-      size_t n_explained = 0, n_within = 0, n_close = 0, n_second = 0;
+      std::vector<uint8_t> close(n, 0), nearest(n, 0);
+      size_t n_explained = 0, n_close = 0, n_second = 0;
       for (size_t i = 0; i < pts.size(); ++i) {
         const Eigen::Vector3d p = pts[i].cast<double>();
         double best = bound * bound;
         std::vector<size_t> at_best;
         sweep.ForNear(p, bound, [&](size_t j) {
           const double d2 = (cand.sensor[j].cast<double>() - p).squaredNorm();
-          if (d2 <= bound * bound) within[j] = 1;
           if (d2 <= select * select) close[j] = 1;
           if (d2 < best) at_best.clear(), best = d2;
           if (d2 <= best) at_best.push_back(j);
@@ -729,17 +728,14 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
         n_second += second >= 0;
       }
       for (size_t j = 0; j < n; ++j) {
-        EXPECT_EQ(marks.within[j], within[j]) << "candidate " << j << " factor " << factor;
         EXPECT_EQ(marks.close[j], close[j]) << "candidate " << j << " factor " << factor;
         if (marks.nearest[j]) {
           EXPECT_TRUE(nearest[j]) << "candidate " << j << " factor " << factor;
         }
-        n_within += within[j];
         n_close += close[j];
       }
       EXPECT_GT(n_explained, pts.size() * 8 / 10);
       EXPECT_GT(n_second, 0u);
-      EXPECT_GT(n_within, 0u);
       EXPECT_EQ(n_close > 0, factor > 0) << factor;
     }
   }
@@ -771,7 +767,6 @@ TEST_F(StreetMap, ClassificationOnThreadsMarksWhatOneThreadMarks) {
   EXPECT_EQ(explained[0], explained[1]);
   EXPECT_EQ(marks[0].nearest, marks[1].nearest);
   EXPECT_EQ(marks[0].close, marks[1].close);
-  EXPECT_EQ(marks[0].within, marks[1].within);
   EXPECT_EQ(marks[0].point_nearest, marks[1].point_nearest);
   EXPECT_EQ(marks[0].point_second, marks[1].point_second);
   EXPECT_EQ(near[0], near[1]);
@@ -850,13 +845,11 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
   ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
   const size_t n = cand.voxels.size();
   std::mt19937 rng(5);
-  // Marks as a classification leaves them: nearest and close within `within`; runs of each, as
-  // surfaces give, so that the models learn patterns worth following.
-  CandidateMarks marks{
-      std::vector<uint8_t>(n), std::vector<uint8_t>(n), std::vector<uint8_t>(n), {}, {}, {}, {}};
+  // Marks as a classification leaves them: a fifth nearest, a fifth close, the rest neither (within
+  // the bound of a point or not: the encoder selects none of them).
+  CandidateMarks marks{std::vector<uint8_t>(n), std::vector<uint8_t>(n), {}, {}, {}, {}};
   for (size_t j = 0; j < n; ++j) {
     const int kind = int(rng() % 10);
-    marks.within[j] = kind < 7;
     marks.nearest[j] = kind < 2;
     marks.close[j] = kind >= 2 && kind < 4;
   }
@@ -869,9 +862,6 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
   for (size_t j = 0; j < n; ++j) {
     if (marks.nearest[j]) {
       EXPECT_EQ(chosen[j], 1) << j;
-    }
-    if (!marks.within[j]) {
-      EXPECT_EQ(chosen[j], 0) << j;
     }
     added += chosen[j] && !marks.nearest[j] && !marks.close[j];
     dropped += !chosen[j] && marks.close[j];
@@ -896,12 +886,18 @@ TEST_F(StreetMap, SelectionLeavesANearestOutOnlyWhereItsPointsKeepTheirSecond) {
   const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &chosen);
   ASSERT_TRUE(DecodeSelection(cand, bits.data(), bits.size(), model, &decoded).ok());
   EXPECT_EQ(decoded, chosen);
+  // Each selected candidate, by brute force: an original point within the bound.
+  const XSweep originals(frame.xyz);
   size_t left_out = 0;
   for (size_t j = 0; j < chosen.size(); ++j) {
     left_out += marks.nearest[j] && !chosen[j];
-    if (!marks.within[j]) {
-      EXPECT_EQ(chosen[j], 0) << j;
-    }
+    if (!chosen[j]) continue;
+    const Eigen::Vector3d s = cand.sensor[j].cast<double>();
+    bool near = false;
+    originals.ForNear(s, bound, [&](size_t i) {
+      near |= (frame.xyz[i].cast<double>() - s).squaredNorm() <= bound * bound;
+    });
+    EXPECT_TRUE(near) << "candidate " << j;
   }
   EXPECT_GT(left_out, 0u) << "no nearest was left out: the rule was not exercised";
   const XSweep sweep(cand.sensor);
@@ -1499,8 +1495,7 @@ TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
     ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, T, &grid, nullptr, sensor, res, nb,
                                bound * bound, select * select, &explained, &marks)
                     .ok());
-    std::vector<uint8_t> nearest(voxels.size(), 0), close(voxels.size(), 0),
-        within(voxels.size(), 0);
+    std::vector<uint8_t> nearest(voxels.size(), 0), close(voxels.size(), 0);
     size_t ties = 0, seconds = 0;
     for (size_t i = 0; i < pts.size(); ++i) {
       const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
@@ -1517,7 +1512,6 @@ TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
             const double c[3] = {double(sensor[size_t(j)].x()), double(sensor[size_t(j)].y()),
                                  double(sensor[size_t(j)].z())};
             const double d2 = kernels::Dist2(c, p);
-            within[size_t(j)] |= d2 <= bound * bound;
             close[size_t(j)] |= d2 <= select * select;
             kernels::KeepNearest(j, d2, bound * bound, &best, &best_d2, &second, &second_d2);
           }
@@ -1532,7 +1526,6 @@ TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
     }
     EXPECT_EQ(marks.nearest, nearest) << "nb " << nb;
     EXPECT_EQ(marks.close, close) << "nb " << nb;
-    EXPECT_EQ(marks.within, within) << "nb " << nb;
     // The lattice's points tie: at a corner, up to eight centres at the same distance.
     EXPECT_GT(ties, size_t(500)) << "nb " << nb;
     EXPECT_GT(seconds, pts.size() / 2) << "nb " << nb;

@@ -194,7 +194,6 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
       EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb << " select " << select;
       EXPECT_EQ(cpu_m.nearest, cuda_m.nearest) << "nb " << nb << " select " << select;
       EXPECT_EQ(cpu_m.close, cuda_m.close) << "nb " << nb << " select " << select;
-      EXPECT_EQ(cpu_m.within, cuda_m.within) << "nb " << nb << " select " << select;
       size_t explained = 0;
       for (uint8_t e : cpu_e) explained += e;
       EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
