@@ -133,12 +133,12 @@ DV_HOST_DEVICE inline void KeepNearestWithin(int32_t j, uint64_t d2_bits, int32_
 }
 
 // ClassifyPoints' rule for one candidate j at squared distance d2 from a point p: marks j in
-// `close` when d2 <= select2, and keeps in *best (its squared
-// distance in *best_d2) the nearest within sqrt(bound2) so far, the first among equals, and in
-// *second (*second_d2) the nearest of the others, the first among equals. Start with *best =
-// *second = -1 and *best_d2 = *second_d2 = bound2 and call it for p's candidates in (dx, dy, dz)
-// order; after the last the caller marks *best as a nearest (-1: p is not explained). A candidate
-// beyond both radii changes nothing, so a caller may leave those out.
+// `close` when d2 <= select2, and keeps in *best (its squared distance in *best_d2) the nearest
+// within sqrt(bound2) so far, the first among equals, and in *second (*second_d2) the nearest of
+// the others, the first among equals. Start with *best = *second = -1 and *best_d2 = *second_d2 =
+// bound2 and call it for p's candidates in (dx, dy, dz) order; after the last the caller marks
+// *best as a nearest (-1: p is not explained). A candidate beyond both radii changes nothing, so a
+// caller may leave those out.
 DV_HOST_DEVICE inline void SelectOne(int32_t j, double d2, double bound2, double select2,
                                      uint8_t* close, int32_t* best, double* best_d2,
                                      int32_t* second, double* second_d2) {

@@ -116,16 +116,16 @@ void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
 
 // Encode's classification. For each frame point p = pts[i] (sensor frame): explained[i] = 1 when
 // some candidate j whose voxel lies within nb voxels (per axis) of the voxel of T_map_sensor p has
-// its representative candidate_sensor[j] within sqrt(bound2) of p. The nearest of those (the
-// first in (dx, dy, dz) order among equals) gets marks->nearest[j] = 1, and
-// every one within sqrt(select2) <= sqrt(bound2) marks->close[j] = 1 (the marks are sized to the
-// candidates and cleared first). The CPU finds the candidates around a point in `grid`, a
-// SortedGrid of their voxels' keys with max_nb >= nb, the CUDA backend in their hash, `index`;
-// each backend may leave the other's null. The CPU splits the points over up to `threads` threads
-// and gives the same marks with any number. With `near`, the CPU also sets near[i] = 1 for each
-// unexplained point with one of the candidates it looked at within sqrt(near2) (the CUDA backend
-// sets none): points MarkNearCandidates with bound2 = near2 and an nb of at least this one would
-// mark, which it can take as `known` and leave out of its search.
+// its representative candidate_sensor[j] within sqrt(bound2) of p. The nearest of those (the first
+// in (dx, dy, dz) order among equals) gets marks->nearest[j] = 1, and every one within
+// sqrt(select2) <= sqrt(bound2) marks->close[j] = 1 (the marks are sized to the candidates and
+// cleared first). The CPU finds the candidates around a point in `grid`, a SortedGrid of their
+// voxels' keys with max_nb >= nb, the CUDA backend in their hash, `index`; each backend may leave
+// the other's null. The CPU splits the points over up to `threads` threads and gives the same marks
+// with any number. With `near`, the CPU also sets near[i] = 1 for each unexplained point with one
+// of the candidates it looked at within sqrt(near2) (the CUDA backend sets none): points
+// MarkNearCandidates with bound2 = near2 and an nb of at least this one would mark, which it can
+// take as `known` and leave out of its search.
 Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                       const kernels::Rigid& T_map_sensor, const SortedGrid* grid,
                       const VoxelHash* index, const std::vector<Eigen::Vector3f>& candidate_sensor,
