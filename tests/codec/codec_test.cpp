@@ -2120,8 +2120,10 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   // golden_delta_v8_free_adds.dvd version 8 while the encoder still selected free bits its models
   // favoured (the rule kAddOdds, gone since the fill section made it cost more than it bought);
   // golden_delta_v9_thirteen_iterations.dvd version 9 while registration ran 8 coarse and 5 fine
-  // iterations, the fine ones on a subsample of their own (now 7 and 3, on the coarse stage's
-  // subsample on maps this fine: another pose, 6 mm off).
+  // iterations, the fine ones on a subsample of their own (then 7 and 3, on the coarse stage's
+  // subsample on maps this fine: another pose, 6 mm off); golden_delta_v9_seven_coarse_iterations
+  // .dvd while it ran all 7 coarse ones (now the last at the floor's reach once an update moves
+  // points less than 5 cm: registration.cpp kCoarseSettledM).
   for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
                           Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
                           Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
@@ -2141,6 +2143,7 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
                           Golden{"golden_intra_v8.dvd", nullptr, 2, 8},
                           Golden{"golden_delta_v8.dvd", priors.get(), 2, 8},
                           Golden{"golden_delta_v9_thirteen_iterations.dvd", priors.get(), 2, 9},
+                          Golden{"golden_delta_v9_seven_coarse_iterations.dvd", priors.get(), 2, 9},
                           Golden{"golden_intra_v9.dvd", nullptr, 2, 9, true},
                           Golden{"golden_delta_v9.dvd", priors.get(), 2, 9, true}}) {
     const std::string path = test::FixturePath(g.name);
