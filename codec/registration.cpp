@@ -76,12 +76,14 @@ constexpr double kCoarseFloorM = 0.3;
 // those of seven (BENCHMARK.md). On coarser maps the fine stage's few representatives end where
 // the coarse stage leaves them: settled, the simulated days' CD at T = 0.6 rose 2%.
 constexpr double kCoarseSettledM = 0.05;
-// The coarse iterations that search the coarsest grid (reaches above kCoarseVoxelM / 2: dozens of
-// patches around each point) take every kWideStep-th point of the coarse subsample: they only
-// pull the pose in from decimetres, and the iterations after them take every point. On KITTI 00
-// at T = 0.12 registration 2.9 -> 2.3-2.5 ms a frame; at three times the protocol's noise the poses
-// end within a centimetre of where they did (codec_eval, seeds 1-3), and the bench's ratios at
-// equal CD stay within 0.3%, at the protocol's noise and at three times it (BENCHMARK.md).
+// On maps finer than kOwnFineSourceM, the coarse iterations that search the coarsest grid
+// (reaches above kCoarseVoxelM / 2: dozens of patches around each point) take every kWideStep-th
+// point of the coarse subsample: they only pull the pose in from decimetres, and the iterations
+// after them take every point. On KITTI 00 at T = 0.12 registration 2.9 -> 2.3-2.5 ms a frame;
+// at three times the protocol's noise the poses end within a centimetre of where they did
+// (codec_eval, seeds 1-3), and the bench's ratios at equal CD stay within 0.3%, at the protocol's
+// noise and at three times it (BENCHMARK.md). On coarser maps, as for settling, the simulated
+// days' ratio at CD 0.15 fell 1-2%.
 constexpr size_t kWideStep = 3;
 constexpr int kMaxFineIterations = 3;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
@@ -401,8 +403,7 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
   }
   const std::vector<Eigen::Vector3d>& fine_source = own_fine_source ? own_fine : coarse_source;
   std::vector<Eigen::Vector3d> wide_source;
-  wide_source.reserve(coarse_source.size() / kWideStep + 1);
-  for (size_t i = 0; i < coarse_source.size(); i += kWideStep) {
+  for (size_t i = 0; !own_fine_source && i < coarse_source.size(); i += kWideStep) {
     wide_source.push_back(coarse_source[i]);
   }
   // The sources by index: the coarse stage's, the fine stage's own, and the wide reaches'.
@@ -448,7 +449,9 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
     // map: without them, registration returned the prior on all 5 coded frames of KITTI 00 at
     // T = 0.5).
     NormalSums sums[2];
-    const int src = !fine && max_dist > kCoarseVoxelM / 2 ? 2 : fine && own_fine_source ? 1 : 0;
+    const int src = !fine && !own_fine_source && max_dist > kCoarseVoxelM / 2 ? 2
+                    : fine && own_fine_source                                 ? 1
+                                                                              : 0;
     const std::vector<Eigen::Vector3d>& source = *sources[src];
     const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
     if (helper) {
