@@ -76,15 +76,6 @@ constexpr double kCoarseFloorM = 0.3;
 // those of seven (BENCHMARK.md). On coarser maps the fine stage's few representatives end where
 // the coarse stage leaves them: settled, the simulated days' CD at T = 0.6 rose 2%.
 constexpr double kCoarseSettledM = 0.05;
-// On maps finer than kOwnFineSourceM, the coarse iterations that search the coarsest grid
-// (reaches above kCoarseVoxelM / 2: dozens of patches around each point) take every kWideStep-th
-// point of the coarse subsample: they only pull the pose in from decimetres, and the iterations
-// after them take every point. On KITTI 00 at T = 0.12 registration 2.9 -> 2.3-2.5 ms a frame;
-// at three times the protocol's noise the poses end within a centimetre of where they did
-// (codec_eval, seeds 1-3), and the bench's ratios at equal CD stay within 0.3%, at the protocol's
-// noise and at three times it (BENCHMARK.md). On coarser maps, as for settling, the simulated
-// days' ratio at CD 0.15 fell 1-2%.
-constexpr size_t kWideStep = 3;
 constexpr int kMaxFineIterations = 3;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
 constexpr double kConvergedM = 2e-4;
@@ -402,22 +393,15 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
                   &coarse_source, own_fine_source ? &own_fine : nullptr);
   }
   const std::vector<Eigen::Vector3d>& fine_source = own_fine_source ? own_fine : coarse_source;
-  std::vector<Eigen::Vector3d> wide_source;
-  for (size_t i = 0; !own_fine_source && i < coarse_source.size(); i += kWideStep) {
-    wide_source.push_back(coarse_source[i]);
-  }
-  // The sources by index: the coarse stage's, the fine stage's own, and the wide reaches'.
-  const std::vector<Eigen::Vector3d>* sources[3] = {&coarse_source, &own_fine, &wide_source};
   // With threads, each source in two halves (the first and the second part, so that the sums
   // below see the correspondences in source order), the second searched by the helper; the fine
   // stage's are the coarse stage's where it takes that source.
-  std::vector<Eigen::Vector3d> halves[3][2];  // [source][half]
+  std::vector<Eigen::Vector3d> halves[2][2];  // [own fine source][half]
   std::unique_ptr<SearchHelper> helper;
   if (threads > 1 && m->backend == Backend::kCpu &&
       std::min(coarse_source.size(), fine_source.size()) >= kMinSplitSource) {
-    for (int f = 0; f < 3; ++f) {
-      if (f == 1 && !own_fine_source) continue;
-      const std::vector<Eigen::Vector3d>& s = *sources[f];
+    for (int f = 0; f < (own_fine_source ? 2 : 1); ++f) {
+      const std::vector<Eigen::Vector3d>& s = f ? own_fine : coarse_source;
       const auto middle = s.begin() + std::ptrdiff_t(s.size() / 2);
       halves[f][0].assign(s.begin(), middle);
       halves[f][1].assign(middle, s.end());
@@ -449,12 +433,10 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
     // map: without them, registration returned the prior on all 5 coded frames of KITTI 00 at
     // T = 0.5).
     NormalSums sums[2];
-    const int src = !fine && !own_fine_source && max_dist > kCoarseVoxelM / 2 ? 2
-                    : fine && own_fine_source                                 ? 1
-                                                                              : 0;
-    const std::vector<Eigen::Vector3d>& source = *sources[src];
+    const std::vector<Eigen::Vector3d>& source = fine ? fine_source : coarse_source;
     const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
     if (helper) {
+      const int src = fine && own_fine_source;
       helper->Start(&halves[src][1], T_k, fine, max_dist * max_dist, &cache[fine][1]);
       const Status own =
           search->Find(halves[src][0], T_k, fine, max_dist * max_dist, &best, &cache[fine][0]);

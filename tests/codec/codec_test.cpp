@@ -2123,8 +2123,7 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   // iterations, the fine ones on a subsample of their own (then 7 and 3, on the coarse stage's
   // subsample on maps this fine: another pose, 6 mm off); golden_delta_v9_seven_coarse_iterations
   // .dvd while it ran all 7 coarse ones (now the last at the floor's reach once an update moves
-  // points less than 5 cm, and the widest on a third of the subsample: registration.cpp
-  // kCoarseSettledM, kWideStep).
+  // points less than 5 cm: registration.cpp kCoarseSettledM).
   for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
                           Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
                           Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
