@@ -822,7 +822,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
                                     known_near ? &near_known : nullptr));
   if (!train) {
     ListByNearest(marks.point_nearest, cand.voxels.size(), &marks.nearest_start,
-                  &marks.nearest_points);
+                  &marks.nearest_points, &marks.point_second, &marks.nearest_seconds);
   }
   lap("classification");
   // The models' start: the map's priors, or in training the states so far. A trial coding of the

@@ -40,17 +40,21 @@ struct Candidates {
 // of the other candidates within the tolerance (-1 for none, or when not given at all): a nearest
 // may go when each of its points keeps its second (EncodeSelection). The points each candidate
 // is the nearest of, listed by candidate (ListByNearest): candidate c's are nearest_points
-// [nearest_start[c], nearest_start[c + 1]), in point order; the selection coder and the fill
-// index read them (empty: not listed).
+// [nearest_start[c], nearest_start[c + 1]), in point order, and nearest_seconds[k] is
+// point_second of nearest_points[k]; the selection coder and the fill index read them (empty: not
+// listed).
 struct CandidateMarks {
   std::vector<uint8_t> nearest, close;
   std::vector<int32_t> point_nearest, point_second;
-  std::vector<int32_t> nearest_start, nearest_points;
+  std::vector<int32_t> nearest_start, nearest_points, nearest_seconds;
 };
 // Lists the points by nearest candidate (a counting sort of point_nearest) for `candidates`
-// candidates into *start and *points.
+// candidates into *start and *points, and with point_second, their seconds in the same order into
+// *seconds.
 void ListByNearest(const std::vector<int32_t>& point_nearest, size_t candidates,
-                   std::vector<int32_t>* start, std::vector<int32_t>* points);
+                   std::vector<int32_t>* start, std::vector<int32_t>* points,
+                   const std::vector<int32_t>* point_second = nullptr,
+                   std::vector<int32_t>* seconds = nullptr);
 
 // The angular grid of the visibility context: cell = row * kAngularCols + column.
 constexpr int kAngularCols = 1024;
@@ -316,13 +320,13 @@ class SelectionCoder {
   std::unique_ptr<float[]> h_;
   std::unique_ptr<uint8_t[]> shifted_;
   std::vector<std::vector<SelectedPair>> pairs_;
-  // The encoder's: the frame points each candidate is the nearest of (start_, points_: the
-  // marks' lists, or own_start_ and own_points_), and the candidates that must be selected
-  // because a nearest before them was left out.
+  // The encoder's: the seconds of the frame points each candidate is the nearest of (start_,
+  // seconds_: the marks' lists, or own_start_ and own_seconds_), and the candidates that must be
+  // selected because a nearest before them was left out.
   const CandidateMarks* marks_ = nullptr;
-  std::vector<int32_t> own_start_, own_points_;
+  std::vector<int32_t> own_start_, own_points_, own_seconds_;
   const int32_t* start_ = nullptr;
-  const int32_t* points_ = nullptr;
+  const int32_t* seconds_ = nullptr;
   std::vector<uint8_t> needed_;
 };
 // One part, on the calling thread (the format before version 9).

@@ -847,7 +847,7 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
   std::mt19937 rng(5);
   // Marks as a classification leaves them: a fifth nearest, a fifth close, the rest neither (within
   // the bound of a point or not: the encoder selects none of them).
-  CandidateMarks marks{std::vector<uint8_t>(n), std::vector<uint8_t>(n), {}, {}, {}, {}};
+  CandidateMarks marks{std::vector<uint8_t>(n), std::vector<uint8_t>(n), {}, {}, {}, {}, {}};
   for (size_t j = 0; j < n; ++j) {
     const int kind = int(rng() % 10);
     marks.nearest[j] = kind < 2;
@@ -1052,25 +1052,28 @@ TEST(Codec, FillOrderIsTheSpecsList) {
 }
 
 // The points listed by nearest candidate (ListByNearest, made once a frame for the selection
-// coder and the fill): each point in its nearest's list, in point order, every explained point
-// once; and the selection coder codes the same bits from marks listed beforehand as from marks it
-// lists itself.
+// coder and the fill): each point in its nearest's list, in point order, with its second, every
+// explained point once; and the selection coder codes the same bits from marks listed beforehand
+// as from marks it lists itself.
 TEST_F(StreetMap, PointsListedByNearestServeTheSelectionAsItsOwnLists) {
   Classified c;
   ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
   const size_t n = c.cand.voxels.size();
   CandidateMarks listed = c.marks;
-  ListByNearest(listed.point_nearest, n, &listed.nearest_start, &listed.nearest_points);
+  ListByNearest(listed.point_nearest, n, &listed.nearest_start, &listed.nearest_points,
+                &listed.point_second, &listed.nearest_seconds);
   ASSERT_EQ(listed.nearest_start.size(), n + 1);
   const size_t explained = size_t(std::count_if(
       listed.point_nearest.begin(), listed.point_nearest.end(), [](int32_t b) { return b >= 0; }));
   ASSERT_GT(explained, 1000u);
   ASSERT_EQ(listed.nearest_points.size(), explained);
+  ASSERT_EQ(listed.nearest_seconds.size(), explained);
   EXPECT_EQ(listed.nearest_start[0], 0);
   for (size_t j = 0; j < n; ++j) {
     for (int32_t k = listed.nearest_start[j]; k < listed.nearest_start[j + 1]; ++k) {
       const int32_t p = listed.nearest_points[size_t(k)];
       EXPECT_EQ(listed.point_nearest[size_t(p)], int32_t(j));
+      EXPECT_EQ(listed.nearest_seconds[size_t(k)], listed.point_second[size_t(p)]);
       if (k > listed.nearest_start[j]) {
         EXPECT_LT(listed.nearest_points[size_t(k - 1)], p);
       }
