@@ -130,6 +130,10 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
   return order;
 }
 
+// FillEncoder's cells are this much over twice the bound: a fill point's ball stays inside the
+// eight cells on its side by 5e-7 of a cell (the keys' rounding is 1e-16 of them).
+constexpr double kCellSlack = 1 + 1e-6;
+
 // How many fill points ahead of the one it checks the encoder fetches what a point reads, a step
 // at a time (FillEncoder::Encode; the decoder, which reads less a point, ran no faster with it).
 constexpr size_t kFillAhead = 8;
@@ -160,7 +164,7 @@ FillEncoder::FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector
       points_(points),
       bound_m_(bound_m),
       bound2_(bound_m * bound_m),
-      inv_(1.0 / bound_m) {}
+      inv_(1.0 / (2 * bound_m * kCellSlack)) {}
 
 void FillEncoder::Order(const std::vector<SelectedPair>& pairs) {
   pairs_ = &pairs;
@@ -184,17 +188,20 @@ void FillEncoder::Index(const std::vector<int32_t>& nearest_start,
     own_points_[k] = points[size_t(nearest_points[k])];
   }
   // The rest are looked for among every original point, bucketed by a hash of its cell of side
-  // bound_m (a counting sort): the 27 cells around a fill point hold every point within bound_m
-  // of it, and their buckets hold those cells' points (and, where cells collide, others, which
-  // the distance test rejects). Only a tenth of the fill points get here: with a sorted grid of
-  // the points (sorted_grid.h) the fill stage took 6.8 ms a frame, with these 4.8 (KITTI 00,
-  // T = 0.1). Points farther out than every candidate plus bound_m cannot be near a fill point
-  // (each lies between two candidates) and stay out, so keys stay small.
+  // a little over 2 bound_m (a counting sort): the cell of a fill point and the 7 beside the
+  // octant it lies in hold every point within bound_m of it, and their buckets hold those cells'
+  // points (and, where cells collide, others, which the distance test rejects). Only a tenth of
+  // the fill points get here: with a sorted grid of the points (sorted_grid.h) the fill stage
+  // took 6.8 ms a frame, with these 4.8 (KITTI 00, T = 0.1). Points farther out than every
+  // candidate plus bound_m cannot be near a fill point (each lies between two candidates) and
+  // stay out, so keys stay small.
   float reach = 0;
   for (const Eigen::Vector3f& p : cand.sensor) reach = std::max(reach, p.cwiseAbs().maxCoeff());
   far_ = double(reach) + 2 * bound_m;
+  // A bucket for every four points: a cell holds several (2.5 a voxel of side bound_m on KITTI
+  // 00 at T = 0.12, eight times as many voxels a cell), and a smaller table is read from cache.
   size_t buckets = 16;
-  while (buckets < points.size()) buckets <<= 1;
+  while (4 * buckets < points.size()) buckets <<= 1;
   mask_ = uint32_t(buckets - 1);
   constexpr uint32_t kOut = UINT32_MAX;
   std::vector<uint32_t> point_bucket(points.size(), kOut);
@@ -235,16 +242,21 @@ bool FillEncoder::NearOwn(uint32_t c, const Eigen::Vector3d& m) const {
 bool FillEncoder::NearAny(const Eigen::Vector3f& mf) const {
   if (!(mf.cwiseAbs().maxCoeff() <= far_)) return false;
   const Eigen::Vector3d m = mf.cast<double>();
-  int32_t k[3];
-  Cell(mf, k);
-  for (int32_t dx = -1; dx <= 1; ++dx) {
-    for (int32_t dy = -1; dy <= 1; ++dy) {
-      for (int32_t dz = -1; dz <= 1; ++dz) {
-        const uint32_t b = Bucket(k[0] + dx, k[1] + dy, k[2] + dz);
-        for (uint32_t e = first_[b]; e < first_[b + 1]; ++e) {
-          if ((points_[in_bucket_[e]].cast<double>() - m).squaredNorm() <= bound2_) return true;
-        }
-      }
+  // The cell, and per axis the neighbour on the side of the cell's middle the point lies on: the
+  // cell's side, 2 bound_m kCellSlack, leaves the far side at least bound_m away, with room for
+  // rounding. The point's own cell first, where a near point mostly is: the answer is whether
+  // any is, so the order changes nothing but how soon it is found.
+  int32_t k[3], side[3];
+  for (int a = 0; a < 3; ++a) {
+    const double c = double(mf[a]) * inv_;
+    k[a] = maps::BoundedFloor(c);
+    side[a] = c - double(k[a]) < 0.5 ? -1 : 1;
+  }
+  for (int o = 0; o < 8; ++o) {
+    const uint32_t b =
+        Bucket(k[0] + (o & 1) * side[0], k[1] + (o >> 1 & 1) * side[1], k[2] + (o >> 2) * side[2]);
+    for (uint32_t e = first_[b]; e < first_[b + 1]; ++e) {
+      if ((points_[in_bucket_[e]].cast<double>() - m).squaredNorm() <= bound2_) return true;
     }
   }
   return false;
