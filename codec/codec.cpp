@@ -890,11 +890,21 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     // The first gap test: a candidate representative within gap_m of the point.
     std::vector<uint8_t> near_map(unexplained.size(), 0);
     if (params.gap_factor > 0) {
+      // A point is in the gap class when either test marks it, so the cheaper one goes first:
+      // the surface test, on every point the classification's marks leave, then the search, on
+      // those it leaves. On KITTI 00 at T = 0.12 the surface marks 1.7-2.7 k of the 2.3-4.1 k
+      // points the marks leave, and the search, 0.3-0.6 ms a thousand points, 0.5-0.9 k.
+      std::vector<uint8_t> decided =
+          known_near ? unexplained_known : std::vector<uint8_t>(unexplained.size(), 0);
+      MarkOnMapSurface(unexplained, cand, gap_m, &decided);
       DV_RETURN_IF_ERROR(MarkNearCandidates(params.backend, unexplained, RigidOf(R, t), grid.get(),
                                             &cand.index, cand.sensor, res, gap_nb, gap_m * gap_m,
-                                            &near_map, std::max(params.threads - 1, 1),
-                                            known_near ? &unexplained_known : nullptr));
-      MarkOnMapSurface(unexplained, cand, gap_m, &near_map);
+                                            &near_map, std::max(params.threads - 1, 1), &decided));
+      // The search takes the surface's points as known and marks them as it marks the
+      // classification's; the surface's marks hold whatever their keys.
+      for (size_t u = 0; u < unexplained.size(); ++u) {
+        near_map[u] |= uint8_t(decided[u] && !(known_near && unexplained_known[u]));
+      }
     }
     std::vector<Eigen::Vector3f> residual, gap;
     std::vector<float> residual_i, gap_i;

@@ -295,7 +295,6 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
             for (size_t a = 0; a < n; ++a) any |= uint8_t(d2[a] <= near2);
             (*near_out)[i] = any;
           }
-          (*explained)[i] = best >= 0;
           marks->point_nearest[i] = best;
           marks->point_second[i] = second;
         }
@@ -305,6 +304,9 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
           }
         }
       });
+  // Each point's flag from its nearest, in order: written in the pass, it was a third scattered
+  // store a point.
+  for (size_t i = 0; i < pts.size(); ++i) (*explained)[i] = marks->point_nearest[i] >= 0;
   for (const CandidateMarks& m : own) {
     if (m.nearest.empty()) continue;  // a run the grid did not make
     for (size_t j = 0; j < candidate_sensor.size(); ++j) {
