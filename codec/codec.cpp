@@ -892,8 +892,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
     if (params.gap_factor > 0) {
       // A point is in the gap class when either test marks it, so the cheaper one goes first:
       // the surface test, on every point the classification's marks leave, then the search, on
-      // those it leaves. On KITTI 00 at T = 0.12 the surface marks 1.7-2.7 k of the 2.3-4.1 k
-      // points the marks leave, and the search, 0.3-0.6 ms a thousand points, 0.5-0.9 k.
+      // those it leaves. On KITTI 00 at T = 0.12, of the 2.3-4.1 k points the marks leave, the
+      // surface test marks 1.7-2.7 k and the search 0.5-0.9 k (0.4-0.6 k of them both); searching
+      // them all first took about 1 ms a frame (BENCHMARK.md).
       std::vector<uint8_t> decided =
           known_near ? unexplained_known : std::vector<uint8_t>(unexplained.size(), 0);
       MarkOnMapSurface(unexplained, cand, gap_m, &decided);
