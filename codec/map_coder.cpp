@@ -639,22 +639,15 @@ void ListByNearest(const std::vector<int32_t>& point_nearest, size_t candidates,
   for (size_t k = 1; k <= candidates; ++k) (*start)[k] += (*start)[k - 1];
   points->resize(size_t((*start)[candidates]));
   std::vector<int32_t> at(start->begin(), start->end() - 1);
-  if (!point_second) {
-    for (size_t p = 0; p < point_nearest.size(); ++p) {
-      const int32_t b = point_nearest[p];
-      if (b >= 0) (*points)[size_t(at[size_t(b)]++)] = int32_t(p);
-    }
-    return;
-  }
   // The seconds written where their points go, read in point order: the selection coder reads
   // them by candidate, and reading point_second through the lists there was a miss a point.
-  seconds->resize(points->size());
+  if (point_second) seconds->resize(points->size());
   for (size_t p = 0; p < point_nearest.size(); ++p) {
     const int32_t b = point_nearest[p];
     if (b < 0) continue;
     const size_t k = size_t(at[size_t(b)]++);
     (*points)[k] = int32_t(p);
-    (*seconds)[k] = (*point_second)[p];
+    if (point_second) (*seconds)[k] = (*point_second)[p];
   }
 }
 

@@ -321,8 +321,9 @@ class SelectionCoder {
   std::unique_ptr<uint8_t[]> shifted_;
   std::vector<std::vector<SelectedPair>> pairs_;
   // The encoder's: the seconds of the frame points each candidate is the nearest of (start_,
-  // seconds_: the marks' lists, or own_start_ and own_seconds_), and the candidates that must be
-  // selected because a nearest before them was left out.
+  // seconds_: the marks' lists, or own_start_ and own_seconds_, which ListByNearest makes with
+  // own_points_ beside them), and the candidates that must be selected because a nearest before
+  // them was left out.
   const CandidateMarks* marks_ = nullptr;
   std::vector<int32_t> own_start_, own_points_, own_seconds_;
   const int32_t* start_ = nullptr;
