@@ -36,6 +36,11 @@ inline size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
 // the first beyond it, counted without a branch (the loop's exit, a different count each column,
 // mispredicted often), each one written whether or not it counts; a run near the sentinel takes
 // the loop. Returns the end of what it wrote at `to`, which has room for span^3 items.
+// Each column's cursor moves on from where it stood for the last query, never from where the
+// column before it ended: its target only grows, so it is behind it either way, and the columns'
+// searches are then free of each other, where that hint chained each column's loads to the
+// last's (the classification 11.1 -> 10.5 ms a frame, KITTI 00 at T = 0.12). Columns keeps the
+// hint: registration's queries are sparse, and without it its searches took 0.2-0.3 ms longer.
 template <int kSpan>
 int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, int span_arg,
                         uint64_t packed, int64_t step_x, int64_t step_y, size_t* c, int32_t* to) {
@@ -43,11 +48,10 @@ int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, in
   const int nb = (span - 1) / 2;
   uint64_t row = uint64_t(int64_t(packed) - nb * step_x - nb * step_y - nb);
   for (int dx = 0; dx < span; ++dx, row += uint64_t(step_x)) {
-    size_t e = 0;
     uint64_t first = row;
     for (int dy = 0; dy < span; ++dy, ++c, first += uint64_t(step_y)) {
       const uint64_t last = first + uint64_t(span - 1);
-      e = *c = Advance(keys, n, std::max(*c, e), first);
+      size_t e = *c = Advance(keys, n, *c, first);
       if (e + size_t(span) <= n) {
         size_t count = 0;
         for (int k = 0; k < span; ++k) {
@@ -196,7 +200,8 @@ void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
   size_t* c = cursor_.data();
   for (int dx = -nb; dx <= nb; ++dx) {
     // Column y + 1 starts at or after the end of column y: its cursor starts from the later of
-    // the two, so a query far from the last one gallops once per dx, not once per column.
+    // the two, so a query far from the last one gallops once per dx, not once per column. (Not in
+    // GatherDistinct: there the queries are dense and the cursors seldom fall far behind.)
     size_t e = 0;
     for (int dy = -nb; dy <= nb; ++dy, ++c) {
       const uint64_t first = uint64_t(int64_t(packed) + dx * step_x_ + dy * step_y_ - nb);
