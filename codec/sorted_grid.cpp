@@ -36,12 +36,14 @@ inline size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
 // the first beyond it, counted without a branch (the loop's exit, a different count each column,
 // mispredicted often), each one written whether or not it counts; a run near the sentinel takes
 // the loop. Returns the end of what it wrote at `to`, which has room for span^3 items.
-// Each column's cursor moves on from where it stood for the last query, never from where the
-// column before it ended: its target only grows, so it is behind it either way, and the columns'
-// searches are then free of each other, where that hint chained each column's loads to the
-// last's (the classification 11.1 -> 10.5 ms a frame, KITTI 00 at T = 0.12). Columns keeps the
-// hint: registration's queries are sparse, and without it its searches took 0.2-0.3 ms longer.
-template <int kSpan>
+// Column y + 1 starts at or after the end of column y: with kHint its cursor moves on from the
+// later of the two, so a query far from the last one gallops once per dx, not once per column.
+// Where the queries are dense the cursors seldom fall far behind, and each moves on from where it
+// stood for the last query: its target only grows, so it is behind it either way, and the
+// columns' steps are free of each other, where the hint chained each column's loads to the last's
+// (the classification 11.1 -> 10.5 ms a frame, KITTI 00 at T = 0.12; registration's sparse
+// searches took 0.25 ms longer a frame without the hint).
+template <int kSpan, bool kHint>
 int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, int span_arg,
                         uint64_t packed, int64_t step_x, int64_t step_y, size_t* c, int32_t* to) {
   const int span = kSpan > 0 ? kSpan : span_arg;
@@ -49,9 +51,10 @@ int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, in
   uint64_t row = uint64_t(int64_t(packed) - nb * step_x - nb * step_y - nb);
   for (int dx = 0; dx < span; ++dx, row += uint64_t(step_x)) {
     uint64_t first = row;
+    size_t e = 0;
     for (int dy = 0; dy < span; ++dy, ++c, first += uint64_t(step_y)) {
       const uint64_t last = first + uint64_t(span - 1);
-      size_t e = *c = Advance(keys, n, *c, first);
+      e = *c = Advance(keys, n, kHint ? std::max(*c, e) : *c, first);
       if (e + size_t(span) <= n) {
         size_t count = 0;
         for (int k = 0; k < span; ++k) {
@@ -183,9 +186,10 @@ SortedGrid::Queries SortedGrid::Sort(const std::vector<int32_t>& keys,
   });
 }
 
-SortedGrid::Pass::Pass(const SortedGrid& grid, int nb)
+SortedGrid::Pass::Pass(const SortedGrid& grid, int nb, bool dense)
     : g_(grid),
       nb_(nb),
+      dense_(dense),
       step_x_(int64_t(1) << (grid.bits_[1] + grid.bits_[2])),
       step_y_(int64_t(1) << grid.bits_[2]),
       cursor_(size_t(2 * nb + 1) * size_t(2 * nb + 1), 0) {
@@ -200,8 +204,7 @@ void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
   size_t* c = cursor_.data();
   for (int dx = -nb; dx <= nb; ++dx) {
     // Column y + 1 starts at or after the end of column y: its cursor starts from the later of
-    // the two, so a query far from the last one gallops once per dx, not once per column. (Not in
-    // GatherDistinct: there the queries are dense and the cursors seldom fall far behind.)
+    // the two, so a query far from the last one gallops once per dx, not once per column.
     size_t e = 0;
     for (int dy = -nb; dy <= nb; ++dy, ++c) {
       const uint64_t first = uint64_t(int64_t(packed) + dx * step_x_ + dy * step_y_ - nb);
@@ -225,9 +228,16 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
     const uint32_t* item = g_.item_.data();
     const size_t n = g_.packed_.size();
     size_t* c = cursor_.data();
-    int32_t* const end =
-        span == 3 ? GatherDistinct<3>(keys, item, n, span, packed, step_x_, step_y_, c, to)
-                  : GatherDistinct<0>(keys, item, n, span, packed, step_x_, step_y_, c, to);
+    int32_t* end = nullptr;
+    if (dense_) {
+      end = span == 3
+                ? GatherDistinct<3, false>(keys, item, n, span, packed, step_x_, step_y_, c, to)
+                : GatherDistinct<0, false>(keys, item, n, span, packed, step_x_, step_y_, c, to);
+    } else {
+      end = span == 3
+                ? GatherDistinct<3, true>(keys, item, n, span, packed, step_x_, step_y_, c, to)
+                : GatherDistinct<0, true>(keys, item, n, span, packed, step_x_, step_y_, c, to);
+    }
     out->insert(out->end(), to, end);
     return;
   }

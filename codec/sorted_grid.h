@@ -157,8 +157,12 @@ class SortedGrid {
   void ForEachVoxelInRuns(const Queries& q, int nb, int runs, Visit&& visit, Ahead&& ahead) const {
     const size_t n = q.index.size();
     runs = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(runs, 1)), n / kMinRun)));
+    // Queries at least a quarter as many as the items are dense (the classification's: about
+    // one a voxel); fewer are sparse (registration's, a subsample), and a pass leaps between
+    // them (Pass).
+    const bool dense = 4 * n >= packed_.size();
     ForkJoin(runs, [&](int r) {
-      Pass pass(*this, nb);
+      Pass pass(*this, nb, dense);
       std::vector<int32_t> items;
       const size_t begin = n * size_t(r) / size_t(runs), end = n * size_t(r + 1) / size_t(runs);
       for (size_t m = begin, next = begin; m < end; m = next) {
@@ -210,7 +214,9 @@ class SortedGrid {
   // One pass over sorted queries, gathering nb <= max_nb voxels per axis around each.
   class Pass {
    public:
-    Pass(const SortedGrid& grid, int nb);
+    // dense: the queries lie close together (SortedGrid::ForEachVoxelInRuns); the items are the
+    // same either way, only how the cursors move on differs.
+    Pass(const SortedGrid& grid, int nb, bool dense = false);
     // Appends to *out the items in the (2 nb + 1)^3 voxels around the query key `packed`, which
     // is not less than the previous one of this pass.
     void Gather(uint64_t packed, std::vector<int32_t>* out);
@@ -226,6 +232,7 @@ class SortedGrid {
 
     const SortedGrid& g_;
     const int nb_;
+    const bool dense_;
     // What one step in x and in y adds to a packed key (no carry: SortedGrid's box has room).
     const int64_t step_x_, step_y_;
     std::vector<size_t> cursor_;    // per column (dx, dy)

@@ -47,7 +47,8 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
         valid.push_back(i % 5 != 0);
       }
       const SortedGrid::Queries sorted = grid.Sort(queries, valid, nb);
-      SortedGrid::Pass pass(grid, nb);
+      // A pass for dense queries moves its cursors on otherwise, to the same items.
+      SortedGrid::Pass pass(grid, nb), dense(grid, nb, true);
       std::vector<uint8_t> listed(valid.size(), 0);
       size_t nonempty = 0;
       for (size_t m = 0; m < sorted.index.size(); ++m) {
@@ -70,6 +71,9 @@ TEST(SortedGrid, GathersWhatANeighbourLookUpLoopLists) {
         }
         ASSERT_EQ(got, want) << "query " << i << " nb " << nb << " of " << max_nb << " per_cell "
                              << per_cell;
+        std::vector<int32_t> got_dense;
+        dense.Gather(sorted.packed[m], &got_dense);
+        ASSERT_EQ(got_dense, want) << "dense, query " << i;
         nonempty += !want.empty();
       }
       EXPECT_GT(nonempty, 400u);
