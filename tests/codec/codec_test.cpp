@@ -1461,7 +1461,8 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
 // against kernels::KeepNearest over the point's neighbourhood in (dx, dy, dz) order: on a lattice
 // of candidates at voxel centres (1/8 m voxels: exact in binary), probed at centres, face and edge
 // midpoints and corners, where distances tie exactly, and at random points; with the bound
-// within one voxel (nb 1) and two (nb 2, up to 125 candidates a point).
+// within one voxel (nb 1) and two (nb 2, up to 125 candidates a point); with the AVX2 path (on a
+// CPU that has it: up to 64 candidates a voxel) and without.
 TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
   const double res = 0.125;
   std::mt19937 rng(5);
@@ -1490,14 +1491,16 @@ TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
   }
   for (int i = 0; i < 2000; ++i) pts.emplace_back(xy(rng), xy(rng), zr(rng));
   const kernels::Rigid T = RigidOf(Eigen::Matrix3d::Identity(), Eigen::Vector3d::Zero());
-  for (int nb : {1, 2}) {
+  for (const auto& [nb, avx2] : {std::pair{1, true}, std::pair{1, false}, std::pair{2, true}}) {
     const double bound = nb == 1 ? 0.99 * res : 1.5 * res, select = 0.6 * bound;
     const SortedGrid grid(VoxelKeys(voxels), nb, 0);
     std::vector<uint8_t> explained;
     CandidateMarks marks;
-    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, T, &grid, nullptr, sensor, res, nb,
-                               bound * bound, select * select, &explained, &marks)
-                    .ok());
+    AllowAvx2(avx2);
+    const Status classified = ClassifyPoints(Backend::kCpu, pts, T, &grid, nullptr, sensor, res, nb,
+                                             bound * bound, select * select, &explained, &marks);
+    AllowAvx2(true);
+    ASSERT_TRUE(classified.ok());
     std::vector<uint8_t> nearest(voxels.size(), 0), close(voxels.size(), 0);
     size_t ties = 0, seconds = 0;
     for (size_t i = 0; i < pts.size(); ++i) {
@@ -1523,7 +1526,7 @@ TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
       if (best >= 0) nearest[size_t(best)] = 1;
       ties += second >= 0 && best_d2 == second_d2;
       seconds += second >= 0;
-      ASSERT_EQ(marks.point_nearest[i], best) << "nb " << nb << ", point " << i;
+      ASSERT_EQ(marks.point_nearest[i], best) << "nb " << nb << " avx2 " << avx2 << ", point " << i;
       ASSERT_EQ(marks.point_second[i], second) << "nb " << nb << ", point " << i;
       ASSERT_EQ(explained[i], uint8_t(best >= 0)) << "nb " << nb << ", point " << i;
     }
