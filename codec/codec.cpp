@@ -702,8 +702,8 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   // Finite: |v| <= FLT_MAX on each axis, false for infinities and NaN (Eigen's allFinite).
   auto finite_at = [&](size_t i) {
     const Eigen::Vector3f& p = frame.xyz[i];
-    return (std::fabs(p.x()) <= FLT_MAX) & (std::fabs(p.y()) <= FLT_MAX) &
-           (std::fabs(p.z()) <= FLT_MAX);
+    return (int(std::fabs(p.x()) <= FLT_MAX) & int(std::fabs(p.y()) <= FLT_MAX) &
+            int(std::fabs(p.z()) <= FLT_MAX)) != 0;
   };
   // The farthest point's range as the root of the greatest square: the root is monotonic, so
   // the same float as the greatest of the roots, for one root, not one a point. Four partial
