@@ -272,7 +272,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
 #endif
   ForEachPointVoxel(
       pts, T_map_sensor, *grid, voxel_m, nb, runs,
-      [&](int r, const uint32_t* points, size_t count, const std::vector<int32_t>& near) {
+      [&](int r, const uint32_t* points, size_t count, const SortedGrid::Items& near) {
         CandidateMarks& m = r == 0 ? *marks : own[size_t(r - 1)];
         if (m.nearest.empty()) {
           for (std::vector<uint8_t>* v : {&m.nearest, &m.close}) {
@@ -477,7 +477,7 @@ Status MarkNearCandidates(Backend backend, const std::vector<Eigen::Vector3f>& p
   std::vector<int32_t> last_hit(size_t(std::max(threads, 1)), -1);
   ForEachPointNeighbourhood(
       pts, T_map_sensor, *grid, voxel_m, nb, threads,
-      [&](int r, uint32_t i, const std::vector<int32_t>& around) {
+      [&](int r, uint32_t i, const SortedGrid::Items& around) {
         const double p[3] = {double(pts[i].x()), double(pts[i].y()), double(pts[i].z())};
         int32_t& last = last_hit[size_t(r)];
         if (last >= 0 && kernels::Explains(sensor, last, p, bound2)) {
@@ -757,7 +757,7 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
   const size_t base = fine ? 0 : coarse_first_;
   const double* map = map_pts_->size() > base ? (*map_pts_)[base].data() : nullptr;
   const int32_t offset = fine ? 0 : int32_t(coarse_first_);
-  auto nearest = [&](uint32_t i, const std::vector<int32_t>& near) {
+  auto nearest = [&](uint32_t i, const SortedGrid::Items& near) {
     const double* p = &moved[3 * size_t(i)];
     double b = max_d2;
     int32_t bi = -1;
@@ -839,10 +839,11 @@ Status CorrespondenceSearch::Find(const std::vector<Eigen::Vector3d>& source,
     c.known_[i] = 1;
     c.items_[i].clear();
   }
-  grid.ForEachQuery(keys, changed, 1,
-                    [&](uint32_t i, const std::vector<int32_t>& near) { c.items_[i] = near; });
+  grid.ForEachQuery(keys, changed, 1, [&](uint32_t i, const SortedGrid::Items& near) {
+    c.items_[i].assign(near.begin(), near.end());
+  });
   for (size_t i = 0; i < source.size(); ++i) {
-    if (valid[i]) nearest(uint32_t(i), c.items_[i]);
+    if (valid[i]) nearest(uint32_t(i), SortedGrid::Items(c.items_[i].data(), c.items_[i].size()));
   }
   return Status::Ok();
 }

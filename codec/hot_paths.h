@@ -109,7 +109,7 @@ void ForEachPointNeighbourhood(const std::vector<Eigen::Vector3f>& pts,
                                double voxel_m, int nb, int threads, Visit&& visit) {
   ForEachPointVoxel(
       pts, T_map_sensor, grid, voxel_m, nb, threads,
-      [&](int r, const uint32_t* points, size_t count, const std::vector<int32_t>& near) {
+      [&](int r, const uint32_t* points, size_t count, const SortedGrid::Items& near) {
         for (size_t k = 0; k < count; ++k) visit(r, points[k], near);
       });
 }

@@ -215,11 +215,10 @@ void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
   }
 }
 
-void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
+SortedGrid::Items SortedGrid::Pass::Gather(uint64_t packed) {
   if (g_.distinct_) {
-    // Gathered into the pass's own span^3 slots, then appended: resizing *out to the most it
-    // could take and back zeroed the span^3 slots first, a sixth of the classification's
-    // instructions at T = 0.05 (KITTI 00).
+    // Into the pass's own span^3 slots: resizing a list to the most it could take and back
+    // zeroed the slots first, a sixth of the classification's instructions at T = 0.05 (KITTI 00).
     const int span = 2 * nb_ + 1;
     const size_t most = size_t(span) * size_t(span) * size_t(span);
     if (scratch_.size() < most) scratch_.resize(most);
@@ -238,12 +237,13 @@ void SortedGrid::Pass::Gather(uint64_t packed, std::vector<int32_t>* out) {
                 ? GatherDistinct<3, true>(keys, item, n, span, packed, step_x_, step_y_, c, to)
                 : GatherDistinct<0, true>(keys, item, n, span, packed, step_x_, step_y_, c, to);
     }
-    out->insert(out->end(), to, end);
-    return;
+    return Items(to, size_t(end - to));
   }
+  scratch_.clear();
   Columns(packed, [&](int, int, size_t begin, size_t end) {
-    for (size_t k = begin; k < end; ++k) out->push_back(int32_t(g_.item_[k]));
+    for (size_t k = begin; k < end; ++k) scratch_.push_back(int32_t(g_.item_[k]));
   });
+  return Items(scratch_.data(), scratch_.size());
 }
 
 void SortedGrid::Pass::Runs(uint64_t packed, std::vector<Run>* out) {

@@ -115,10 +115,12 @@ TEST(SortedGrid, KeepListsWhatAGridOfTheKeptItemsLists) {
     const std::vector<uint8_t> valid(queries.size() / 3, 1);
     for (int nb = 1; nb <= max_nb; ++nb) {
       std::map<uint32_t, std::vector<int32_t>> a, b;
-      thinned.ForEachQuery(queries, valid, nb,
-                           [&](uint32_t i, const std::vector<int32_t>& got) { a[i] = got; });
-      alone.ForEachQuery(queries, valid, nb,
-                         [&](uint32_t i, const std::vector<int32_t>& got) { b[i] = got; });
+      thinned.ForEachQuery(queries, valid, nb, [&](uint32_t i, const SortedGrid::Items& got) {
+        a[i].assign(got.begin(), got.end());
+      });
+      alone.ForEachQuery(queries, valid, nb, [&](uint32_t i, const SortedGrid::Items& got) {
+        b[i].assign(got.begin(), got.end());
+      });
       size_t nonempty = 0;
       for (const auto& [i, got] : b) {
         ASSERT_TRUE(a.count(i)) << "query " << i;
@@ -198,16 +200,16 @@ TEST(SortedGrid, RunsOnThreadsListWhatOnePassLists) {
   const SortedGrid grid(items, 1, 0);
   std::vector<std::vector<int32_t>> one(n);
   std::vector<int> once(n, 0);
-  grid.ForEachQuery(queries, valid, 1, [&](uint32_t i, const std::vector<int32_t>& got) {
-    one[i] = got;
+  grid.ForEachQuery(queries, valid, 1, [&](uint32_t i, const SortedGrid::Items& got) {
+    one[i].assign(got.begin(), got.end());
     ++once[i];
   });
   for (int runs : {2, 3, 64}) {
     std::vector<std::vector<int32_t>> split(n);
     std::vector<int> visits(n, 0), run_of(n, -1);
     grid.ForEachQueryInRuns(queries, valid, 1, runs,
-                            [&](int r, uint32_t i, const std::vector<int32_t>& got) {
-                              split[i] = got;
+                            [&](int r, uint32_t i, const SortedGrid::Items& got) {
+                              split[i].assign(got.begin(), got.end());
                               ++visits[i];
                               run_of[i] = r;
                             });
@@ -321,9 +323,9 @@ TEST(SortedGrid, VoxelPassesHoldTheQueriesOfOneKeyAndAnnounceThemAhead) {
   const SortedGrid grid(items, 1, 0);
   std::vector<uint32_t> order;
   std::vector<std::vector<int32_t>> one(n);
-  grid.ForEachQuery(queries, valid, 1, [&](uint32_t i, const std::vector<int32_t>& got) {
+  grid.ForEachQuery(queries, valid, 1, [&](uint32_t i, const SortedGrid::Items& got) {
     order.push_back(i);
-    one[i] = got;
+    one[i].assign(got.begin(), got.end());
   });
   ASSERT_EQ(order.size(), n);
   std::vector<uint32_t> visited, announced;
@@ -331,14 +333,14 @@ TEST(SortedGrid, VoxelPassesHoldTheQueriesOfOneKeyAndAnnounceThemAhead) {
   size_t voxels = 0;
   grid.ForEachVoxelInRuns(
       queries, valid, 1, 1,
-      [&](int r, const uint32_t* q, size_t count, const std::vector<int32_t>& got) {
+      [&](int r, const uint32_t* q, size_t count, const SortedGrid::Items& got) {
         ASSERT_EQ(r, 0);
         ASSERT_GT(count, 0u);
         ++voxels;
         for (size_t c = 0; c < count; ++c) {
           EXPECT_TRUE(std::equal(&queries[3 * q[c]], &queries[3 * q[c]] + 3, &queries[3 * q[0]]))
               << "query " << q[c];
-          EXPECT_EQ(got, one[q[c]]) << "query " << q[c];
+          EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), one[q[c]]) << "query " << q[c];
           visited.push_back(q[c]);
         }
       },
