@@ -284,7 +284,6 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
         if (s.x.size() < n + 3) {
           for (std::vector<double>* v : {&s.x, &s.y, &s.z, &s.d2}) v->resize(n + 3);
         }
-        s.close.assign(words, 0);
         double* const x = s.x.data();
         double* const y = s.y.data();
         double* const z = s.z.data();
@@ -308,6 +307,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
           return;
         }
 #endif
+        s.close.assign(words, 0);
         for (size_t k = 0; k < count; ++k) {
           const uint32_t i = points[k];
           const double px = double(pts[i].x()), py = double(pts[i].y()), pz = double(pts[i].z());
