@@ -2164,6 +2164,12 @@ TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
       auto golden = ReadFileBytes(path);
       ASSERT_TRUE(golden.ok()) << golden.status().ToString();
       EXPECT_EQ(bytes, *golden) << g.name << " differs from the committed bitstream";
+      // Without the AVX2 paths (projection, classification), as on a CPU without AVX2.
+      AllowAvx2(false);
+      auto sse2 = Encode(frame, test::StreetPose(3), {42, 1000, 0}, p, g.map);
+      AllowAvx2(true);
+      ASSERT_TRUE(sse2.ok());
+      EXPECT_EQ(*sse2, *golden) << g.name << " differs without AVX2";
     }
     auto golden = ReadFileBytes(path);
     ASSERT_TRUE(golden.ok()) << golden.status().ToString();
