@@ -3,7 +3,8 @@
 // sequence at resolution T, the odd frames encoded at tolerance T, here with a decimetre-off
 // prior; medians over the frames, wall-clock milliseconds. With a thread count N > 1, a further
 // column encodes on the CPU with N threads (EncoderParams::threads), frame by frame alternating
-// with the others, so that the columns share the machine's moods.
+// with the others, so that the columns share the machine's moods. With DEJAVIEW_NO_AVX2 set, the
+// CPU takes its SSE2 paths (hot_paths.h AllowAvx2), as on a CPU without AVX2.
 //   cuda_timing SEQDIR [tolerance_m [N]]
 #include <algorithm>
 #include <array>
@@ -58,6 +59,7 @@ struct Times {
 
 int main(int argc, char** argv) {
   RetainFreedMemory();  // as the agent and the CLI: freed heap stays for the next frame
+  if (std::getenv("DEJAVIEW_NO_AVX2")) AllowAvx2(false);
   if (argc < 2) {
     std::fprintf(stderr, "usage: cuda_timing SEQDIR [tolerance_m [encoder threads [repeats]]]\n");
     return 2;
