@@ -175,8 +175,9 @@ __attribute__((target("avx2"))) uint64_t ClassifyVoxelAvx2(
       next = _mm256_min_pd(_mm256_max_pd(least, d), next);
       least = _mm256_min_pd(d, least);
     }
-    // The least of the four lanes' least and the second least of all: the lanes in two pairs,
-    // the second least of the four is the lesser of the pairs' greater least and their greatest.
+    // The least of all, and the second least: the lanes' least values taken in two pairs (lo:
+    // each pair's lesser, hi: its greater), the second least of the four is the lesser of lo's
+    // greater and hi's lesser; a lane's own second least (next) may lie below it.
     const __m128d l0 = _mm256_castpd256_pd128(least), l1 = _mm256_extractf128_pd(least, 1);
     const __m128d lo = _mm_min_pd(l0, l1), hi = _mm_max_pd(l0, l1);
     const __m128d nx = _mm_min_pd(_mm256_castpd256_pd128(next), _mm256_extractf128_pd(next, 1));

@@ -169,7 +169,7 @@ Status ProjectCandidates(Backend backend, const std::vector<maps::MapVoxel>& vox
 // frame's decode time (dv_micro BM_DejaviewDecodeFrame, perf).
 bool CpuHasAvx2();
 // Tests: allow (the default) or forbid the AVX2 paths CpuHasAvx2 opens, so that one machine checks
-// the SSE2 paths beside them (ClassifyPoints).
+// the SSE2 and scalar paths beside them (ProjectCandidates, ClassifyPoints).
 void AllowAvx2(bool allow);
 void ProjectCpu(const maps::MapVoxel* voxels, size_t n, double voxel_m, const kernels::Rigid& T,
                 const kernels::AngularGrid& grid, bool avx2, float* sensor, double* range,
