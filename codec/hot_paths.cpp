@@ -137,6 +137,32 @@ void NearestAndSecond(const double* d2, const int32_t* near, size_t n, double d_
 }  // namespace
 #endif
 
+namespace {
+
+// Where the classification leaves each point's result (ClassifyPoints).
+struct VoxelOut {
+  int32_t* point_nearest;
+  int32_t* point_second;
+  uint8_t* nearest;   // the candidates' marks
+  uint8_t* near_out;  // null: no first gap test
+};
+// Point i's nearest and second (-1: none), from its distances d2 to the voxel's n candidates.
+inline void KeepPoint(const VoxelOut& out, uint32_t i, int32_t best, int32_t second,
+                      const double* d2, size_t n, double near2) {
+  if (best >= 0) {
+    out.nearest[size_t(best)] = 1;
+  } else if (out.near_out) {
+    // The first gap test's, on what is already here: most of its points end it here.
+    uint8_t any = 0;
+    for (size_t a = 0; a < n; ++a) any |= uint8_t(d2[a] <= near2);
+    out.near_out[i] = any;
+  }
+  out.point_nearest[i] = best;
+  out.point_second[i] = second;
+}
+
+}  // namespace
+
 #if DEJAVIEW_PROJECT_AVX2
 namespace {
 
@@ -146,12 +172,6 @@ namespace {
 // ms a frame, KITTI 00 at T = 0.12). One call a voxel, not a point. The n candidates'
 // coordinates (x, y, z) are padded with +1e30 to a multiple of four: those lie beyond every
 // radius, and the places found are among the first n. n <= 64: the close marks fit one word.
-struct VoxelOut {
-  int32_t* point_nearest;
-  int32_t* point_second;
-  uint8_t* nearest;   // the candidates' marks
-  uint8_t* near_out;  // null: no first gap test
-};
 __attribute__((target("avx2"))) uint64_t ClassifyVoxelAvx2(
     const double* x, const double* y, const double* z, double* d2, size_t n, const int32_t* near,
     const uint32_t* points, size_t count, const Eigen::Vector3f* pts, double bound2, double select2,
@@ -204,16 +224,7 @@ __attribute__((target("avx2"))) uint64_t ClassifyVoxelAvx2(
         second = near[__builtin_ctzll(at_second)];
       }
     }
-    if (best >= 0) {
-      out.nearest[size_t(best)] = 1;
-    } else if (out.near_out) {
-      // The first gap test's, on what is already here.
-      uint8_t any = 0;
-      for (size_t a = 0; a < n; ++a) any |= uint8_t(d2[a] <= near2);
-      out.near_out[i] = any;
-    }
-    out.point_nearest[i] = best;
-    out.point_second[i] = second;
+    KeepPoint(out, i, best, second, d2, n, near2);
   }
   return close;
 }
@@ -295,13 +306,13 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
           y[a] = double(c[1]);
           z[a] = double(c[2]);
         }
+        const VoxelOut out{marks->point_nearest.data(), marks->point_second.data(),
+                           m.nearest.data(), near_out ? near_out->data() : nullptr};
 #if DEJAVIEW_PROJECT_AVX2
         if (avx2 && n <= 64) {
           for (size_t a = n; a < ((n + 3) & ~size_t(3)); ++a) x[a] = y[a] = z[a] = 1e30;
-          const uint64_t close = ClassifyVoxelAvx2(
-              x, y, z, d2, n, near.data(), points, count, pts.data(), bound2, select2, near2,
-              {marks->point_nearest.data(), marks->point_second.data(), m.nearest.data(),
-               near_out ? near_out->data() : nullptr});
+          const uint64_t close = ClassifyVoxelAvx2(x, y, z, d2, n, near.data(), points, count,
+                                                   pts.data(), bound2, select2, near2, out);
           for (uint64_t b = close; b != 0; b &= b - 1) {
             m.close[size_t(near[size_t(__builtin_ctzll(b))])] = 1;
           }
@@ -392,16 +403,7 @@ Status ClassifyPoints(Backend backend, const std::vector<Eigen::Vector3f>& pts,
                              &best, &second);
           }
 #endif
-          if (best >= 0) {
-            m.nearest[size_t(best)] = 1;
-          } else if (near_out) {
-            // The first gap test's, on what is already here: most of its points end it here.
-            uint8_t any = 0;
-            for (size_t a = 0; a < n; ++a) any |= uint8_t(d2[a] <= near2);
-            (*near_out)[i] = any;
-          }
-          marks->point_nearest[i] = best;
-          marks->point_second[i] = second;
+          KeepPoint(out, i, best, second, d2, n, near2);
         }
         for (size_t w = 0; w < words; ++w) {
           for (uint64_t b = s.close[w]; b != 0; b &= b - 1) {
