@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dejaview/agent/map_sync.h"
+#include "dejaview/agent/source_epoch.h"
 #include "dejaview/agent/subscriber.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
@@ -45,6 +46,7 @@ Agent::~Agent() = default;
 
 Status Agent::ReadDrive(const std::atomic<bool>* stop) {
   DV_ASSIGN_OR_RETURN(const Drive drive, OpenDrive(config_.source_drive));
+  const uint64_t epoch = DriveEpoch(config_.source_drive);
   const auto period = config_.source_rate_hz > 0
                           ? std::chrono::duration<double>(1.0 / config_.source_rate_hz)
                           : std::chrono::duration<double>(0);
@@ -52,14 +54,17 @@ Status Agent::ReadDrive(const std::atomic<bool>* stop) {
   for (size_t i = 0; i < drive.size() && !stop->load(); ++i) {
     Frame f;
     f.sensor_id = config_.sensors.front().id;
+    f.source_epoch = epoch;
     f.sequence = i;
     // A drive's timestamps are seconds from its start; frames without them are 10 Hz.
     const double t_s = drive.timestamps_s.empty() ? 0.1 * double(i) : drive.timestamps_s[i];
     f.timestamp_ns = int64_t(std::llround(t_s * 1e9));
     if (!drive.poses_prior.empty()) {
       f.T_map_sensor = drive.poses_prior[i];
+      f.has_pose = true;
     } else if (!drive.poses.empty()) {
       f.T_map_sensor = drive.poses[i];
+      f.has_pose = true;
     }
     DV_ASSIGN_OR_RETURN(f.cloud, ReadPointCloudFile(drive.frame_paths[i]));
     ++stats_.frames_in;
@@ -112,7 +117,9 @@ void Agent::EncodeLoop() {
     info.timestamp_ns = f->timestamp_ns;
     info.sensor_id = f->sensor_id;
     codec::EncodeReport report;
-    auto payload = codec::Encode(f->cloud, f->T_map_sensor, info, params, map.get(), &report);
+    maps::RouteMap* reference = f->has_pose ? map.get() : nullptr;
+    auto payload = codec::Encode(f->cloud, f->T_map_sensor, info, params, reference, &report);
+    stats_.points_non_finite += report.non_finite_points;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (!payload.ok()) {
       ++stats_.frames_failed;
@@ -125,9 +132,10 @@ void Agent::EncodeLoop() {
     meta.vehicle = config_.vehicle;
     meta.drive = config_.drive;
     meta.sensor_id = f->sensor_id;
+    meta.source_epoch = f->source_epoch;
     meta.sequence = f->sequence;
     meta.timestamp_ns = f->timestamp_ns;
-    meta.map_version = map && !report.intra_fallback ? map->version() : "";
+    meta.map_version = reference && !report.intra_fallback ? map->version() : "";
     meta.T_map_sensor = report.T_map_sensor;  // the refined pose the payload carries
     auto id = spool_->Append(meta, payload->data(), payload->size());
     if (!id.ok()) {
@@ -162,6 +170,15 @@ std::string Agent::RenderMetrics() const {
   line("frames_dropped_queue_total", "counter", double(queue_.dropped()));
   line("frames_no_pose_total", "counter", double(stats_.frames_no_pose));
   line("frames_failed_total", "counter", double(stats_.frames_failed));
+  line("points_non_finite_total", "counter", double(stats_.points_non_finite));
+  line("source_epochs_total", "counter", double(stats_.source_epochs));
+  line("source_epoch_write_errors_total", "counter", double(stats_.epoch_write_errors));
+  out += "# TYPE dejaview_agent_wire_rejected_total counter\n";
+  for (size_t r = 0; r < size_t(transport::Reject::kCount); ++r) {
+    out += std::string("dejaview_agent_wire_rejected_total{reason=\"") +
+           transport::RejectName(transport::Reject(r)) + "\"} " +
+           std::to_string(stats_.wire_rejected[r].load()) + "\n";
+  }
   line("bytes_raw_total", "counter", double(stats_.bytes_raw));
   line("bytes_encoded_total", "counter", double(stats_.bytes_encoded));
   line("compression_ratio", "gauge",
@@ -185,12 +202,14 @@ std::string Agent::RenderMetrics() const {
   if (spool_) {
     const transport::SpoolStats s = spool_->stats();
     line("spool_bytes", "gauge", double(s.bytes_on_disk));
-    line("spool_records_pending", "gauge", double(s.next_id - s.acked_below));
+    line("spool_records_pending", "gauge", double(s.records_pending));
     line("spool_oldest_pending_timestamp_seconds", "gauge",
          double(s.oldest_unacked_timestamp_ns) / 1e9);
     line("spool_records_dropped_budget_total", "counter", double(s.records_dropped_budget));
     line("spool_segments_dropped_budget_total", "counter", double(s.segments_dropped_budget));
     line("spool_corrupt_blocks", "gauge", double(s.corrupt_blocks));
+    line("spool_records_lost_corrupt", "gauge", double(s.records_lost_corrupt));
+    line("spool_cursor_resets", "gauge", double(s.cursor_resets));
     line("spool_torn_tail_bytes", "gauge", double(s.torn_tail_bytes));
   }
   if (uploader_) {
@@ -204,6 +223,7 @@ std::string Agent::RenderMetrics() const {
     line("upload_auth_refused_total", "counter", double(u.auth_refused));
     line("upload_records_acked_total", "counter", double(u.records_acked));
     line("upload_records_duplicate_total", "counter", double(u.records_duplicate));
+    line("upload_records_rejected_total", "counter", double(u.records_rejected));
     line("upload_reconnects_total", "counter", double(u.reconnects));
     line("upload_inflight_batches", "gauge", double(u.inflight));
     line("upload_gate_open", "gauge", u.gate_open ? 1 : 0);
@@ -292,8 +312,20 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   {
     const transport::SpoolStats s = spool_->stats();
     spdlog::info(
-        "agent: spool {}: {} pending records, {} corrupt blocks skipped, {} torn bytes truncated",
-        config_.spool.dir, s.next_id - s.acked_below, s.corrupt_blocks, s.torn_tail_bytes);
+        "agent: spool {}: {} pending records, {} corrupt blocks skipped, {} torn bytes truncated, "
+        "{} records lost to damage",
+        config_.spool.dir, s.records_pending, s.corrupt_blocks, s.torn_tail_bytes,
+        s.records_lost_corrupt);
+    if (s.records_lost_corrupt > 0) {
+      spdlog::error("agent: spool {}: {} records were damaged on disk and are lost",
+                    config_.spool.dir, s.records_lost_corrupt);
+    }
+    if (s.cursor_resets > 0) {
+      spdlog::warn(
+          "agent: spool {}: CURSOR was damaged or missing; resending from id {} (the "
+          "server deduplicates)",
+          config_.spool.dir, s.acked_below);
+    }
   }
   std::vector<uint32_t> sensors;
   for (const SensorConfig& s : config_.sensors) sensors.push_back(s.id);
@@ -326,7 +358,13 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   Status source_status;
   // Sources: a drive folder (offline), else the live LiDAR topics; with neither (an empty
   // lidar_endpoint) the agent only drains its spool.
-  Subscriber subscriber(config_, &queue_, &stats_);
+  EpochSource epochs = EpochSource::Open(config_.spool.dir);
+  if (epochs.damaged()) {
+    ++stats_.epoch_write_errors;
+    spdlog::error("agent: {}/EPOCH is damaged; new source epochs start from the wall clock",
+                  config_.spool.dir);
+  }
+  Subscriber subscriber(config_, &queue_, &stats_, &epochs);
   const bool live = config_.source_drive.empty() && !config_.lidar_endpoint.empty();
   if (!live && config_.source_drive.empty())
     spdlog::info("agent: no source: uploading the spool only");
@@ -341,8 +379,7 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
     if (!s.ok()) spdlog::error("agent: {}", s.ToString());
     if (source_done && !source_status.ok()) break;
     if (options.exit_when_drained && source_done && queue_.size() == 0 &&
-        stats_.frames_encoded + stats_.frames_failed + queue_.dropped() + stats_.frames_no_pose ==
-            stats_.frames_in) {
+        stats_.frames_encoded + stats_.frames_failed + queue_.dropped() == stats_.frames_in) {
       const transport::SpoolStats st = spool_->stats();
       if (st.acked_below == st.next_id) break;
     }
@@ -358,7 +395,7 @@ Status Agent::Run(const std::atomic<bool>* stop, const RunOptions& options) {
   const transport::SpoolStats st = spool_->stats();
   spdlog::info("agent: stopped; {} frames in, {} encoded, {} dropped; {} records pending upload",
                stats_.frames_in.load(), stats_.frames_encoded.load(), queue_.dropped(),
-               st.next_id - st.acked_below);
+               st.records_pending);
   DV_RETURN_IF_ERROR(source_status);
   return synced;
 }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -30,7 +31,7 @@ namespace {
 // after the backoff, so a limit, a storage hiccup or a revoked key never loses a record.
 bool Retryable(NackReason r) {
   return r == NackReason::kStorage || r == NackReason::kUnauthorized ||
-         r == NackReason::kThrottled || r == NackReason::kQuota;
+         r == NackReason::kThrottled || r == NackReason::kQuota || r == NackReason::kUnknownMap;
 }
 
 struct Batch {
@@ -81,11 +82,66 @@ StatusOr<std::unique_ptr<zmq::socket_t>> ConnectDealer(zmq::context_t* ctx,
   return dealer;
 }
 
+// Why the uploader is not uploading, logged once each time it changes (never once per retry).
+class UploadState {
+ public:
+  void Set(const std::string& state, bool error) {
+    if (state == state_) return;
+    state_ = state;
+    if (error) {
+      spdlog::warn("uploader: {}", state);
+    } else {
+      spdlog::info("uploader: {}", state);
+    }
+  }
+
+ private:
+  std::string state_;
+};
+
+// Handshake and disconnection events of the current DEALER (zmq_socket_monitor), so that a
+// refused CURVE handshake and a lost server are known at once, not by silence.
+class Monitor {
+ public:
+  Monitor(zmq::context_t* ctx, zmq::socket_t* dealer, uint64_t serial)
+      : pair_(*ctx, zmq::socket_type::pair) {
+    const std::string ep = "inproc://dejaview-upload-monitor-" + std::to_string(serial);
+    if (zmq_socket_monitor(dealer->handle(), ep.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_DISCONNECTED) == 0) {
+      pair_.set(zmq::sockopt::linger, 0);
+      pair_.connect(ep);
+      ok_ = true;
+    }
+  }
+  void* handle() { return ok_ ? pair_.handle() : nullptr; }
+  // The next event (0 when none is waiting); *value is the event's value (a ZMTP status code
+  // for a failed handshake).
+  uint16_t Next(uint32_t* value) {
+    if (!ok_) return 0;
+    zmq::message_t event, address;
+    if (!pair_.recv(event, zmq::recv_flags::dontwait)) return 0;
+    if (event.more()) (void)pair_.recv(address, zmq::recv_flags::none);
+    if (event.size() < 6) return 0;
+    uint16_t id = 0;
+    std::memcpy(&id, event.data(), 2);
+    std::memcpy(value, static_cast<const uint8_t*>(event.data()) + 2, 4);
+    return id;
+  }
+
+ private:
+  zmq::socket_t pair_;
+  bool ok_ = false;
+};
+
 void Uploader::Run(const std::atomic<bool>* stop) {
   zmq::context_t ctx(1);
   std::unique_ptr<zmq::socket_t> dealer;
+  std::unique_ptr<Monitor> monitor;
+  uint64_t sockets_made = 0;
   std::unique_ptr<zmq::socket_t> link;
   bool link_up = false;
+  UploadState state;
   if (config_.gate == UploadConfig::Gate::kLink) {
     link = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
     link->set(zmq::sockopt::linger, 0);
@@ -108,19 +164,47 @@ void Uploader::Run(const std::atomic<bool>* stop) {
   uint64_t next_read = spool_->stats().acked_below;
   uint64_t acked_cursor = next_read;
   bool hello_ok = false;
-  Clock::time_point hello_sent{}, reconnect_at = Clock::now();
+  Clock::time_point connected_at{}, hello_sent{}, reconnect_at = Clock::now();
+  // Liveness: a PING goes out after timeout_ms without any answer from the server, and the
+  // socket is replaced when that PING is not answered within timeout_ms either.
+  Clock::time_point last_answer{}, ping_sent{};
+  uint64_t ping_nonce = 0;
   int backoff_ms = config_.backoff_min_ms;
+  // Refusals (rate, quota, revoked key, storage): every send waits until refused_until, and the
+  // wait doubles with each refusal up to backoff_max_ms; an ACK of data resets it.
+  int refusal_backoff_ms = config_.backoff_min_ms;
+  Clock::time_point refused_until{};
   double tokens = 0;
   Clock::time_point last_refill = Clock::now();
   const auto timeout = std::chrono::milliseconds(config_.timeout_ms);
+  const Clock::time_point never{};
 
-  auto drop_socket = [&](const char* why) {
-    if (dealer) spdlog::warn("uploader: {}; reconnecting in {} ms", why, backoff_ms);
+  auto drop_socket = [&](const std::string& why) {
+    state.Set(why + "; reconnecting with backoff", true);
+    monitor.reset();
     dealer.reset();
     hello_ok = false;
     stats_.connected = false;
     reconnect_at = Clock::now() + std::chrono::milliseconds(backoff_ms);
     backoff_ms = std::min(backoff_ms * 2, config_.backoff_max_ms);
+  };
+  // The token bucket: every byte sent, first send or resend, is paid for; at most one second of
+  // burst accumulates, whether or not a socket exists.
+  auto refill = [&] {
+    const double rate = double(config_.bandwidth_bytes_per_s);
+    const Clock::time_point t = Clock::now();
+    if (rate > 0) {
+      tokens =
+          std::min(rate, tokens + rate * std::chrono::duration<double>(t - last_refill).count());
+    }
+    last_refill = t;
+  };
+  auto may_send = [&] { return config_.bandwidth_bytes_per_s <= 0 || tokens >= 0; };
+  auto send = [&](const std::vector<uint8_t>& bytes) {
+    if (!TrySend(dealer.get(), bytes)) return false;
+    if (config_.bandwidth_bytes_per_s > 0) tokens -= double(bytes.size());
+    stats_.bytes_sent += bytes.size();
+    return true;
   };
 
   while (!stop->load()) {
@@ -131,21 +215,26 @@ void Uploader::Run(const std::atomic<bool>* stop) {
       gate = InUploadWindow(config_.window_start_min, config_.window_end_min, UtcMinuteOfDay());
     }
     stats_.gate_open = gate;
+    refill();
 
     if (!dealer && gate && now >= reconnect_at) {
       auto connected = ConnectDealer(&ctx, config_.endpoint, config_, keys_);
       if (!connected.ok()) {
-        spdlog::error("uploader: {}", connected.status().message());
+        state.Set(connected.status().message(), true);
         reconnect_at = now + std::chrono::milliseconds(config_.backoff_max_ms);
         continue;
       }
       dealer = std::move(connected).value();
+      monitor = std::make_unique<Monitor>(&ctx, dealer.get(), ++sockets_made);
       ++stats_.reconnects;
-      hello_sent = Clock::time_point{};  // HELLO as soon as the connection is up
+      connected_at = now;
+      hello_sent = never;  // HELLO as soon as the connection is up
+      ping_sent = never;
     }
 
     std::vector<zmq::pollitem_t> items;
     if (dealer) items.push_back({dealer->handle(), 0, ZMQ_POLLIN, 0});
+    if (monitor && monitor->handle()) items.push_back({monitor->handle(), 0, ZMQ_POLLIN, 0});
     if (link) items.push_back({link->handle(), 0, ZMQ_POLLIN, 0});
     try {
       if (items.empty()) {
@@ -159,43 +248,69 @@ void Uploader::Run(const std::atomic<bool>* stop) {
 
     // The link topic: [topic, "up" | "down"].
     while (link) {
-      zmq::message_t topic, state;
+      zmq::message_t topic, part;
       if (!link->recv(topic, zmq::recv_flags::dontwait)) break;
-      if (topic.more() && link->recv(state, zmq::recv_flags::none)) {
-        const bool up = state.to_string() == "up";
+      const bool two = topic.more() && link->recv(part, zmq::recv_flags::none);
+      if (two && !part.more()) {
+        const bool up = part.to_string() == "up";
         if (up != link_up) spdlog::info("uploader: link {}", up ? "up" : "down");
         link_up = up;
       }
-      while (state.more()) (void)link->recv(state, zmq::recv_flags::none);
+      while (part.more()) (void)link->recv(part, zmq::recv_flags::none);
     }
+
+    bool lost = false;
+    for (uint32_t value = 0; monitor && !lost;) {
+      const uint16_t event = monitor->Next(&value);
+      if (event == 0) break;
+      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        ++stats_.auth_refused;
+        drop_socket("the server refused this agent's CURVE key (ZAP status " +
+                    std::to_string(value) + "): is it enrolled?");
+        lost = true;
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        drop_socket("handshake with the server failed (protocol error " + std::to_string(value) +
+                    ")");
+        lost = true;
+      } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        drop_socket("disconnected from the server");
+        lost = true;
+      }
+    }
+    if (lost) continue;
 
     while (dealer) {
       zmq::message_t reply;
       if (!dealer->recv(reply, zmq::recv_flags::dontwait)) break;
+      last_answer = Clock::now();
+      ping_sent = never;
       auto m = transport::DecodeMessage(static_cast<const uint8_t*>(reply.data()), reply.size());
       if (!m.ok()) {
         spdlog::warn("uploader: unreadable reply: {}", m.status().message());
         continue;
       }
+      if (m->type == MessageType::kPong) continue;
       if (m->type == MessageType::kAck && m->batch_id == 0) {
         hello_ok = true;
         stats_.connected = true;
         backoff_ms = config_.backoff_min_ms;
-        for (auto& [id, b] : inflight) b.sent_at = Clock::time_point{};  // resend all
+        state.Set("connected to " + config_.endpoint, false);
+        for (auto& [id, b] : inflight) b.sent_at = never;  // resend all
         continue;
       }
       if (m->type == MessageType::kNack && m->batch_id == 0 &&
           m->reason == NackReason::kUnauthorized) {
         // The server does not take this key for this vehicle (not enrolled as it, or revoked):
-        // nothing is dropped; the HELLO times out and is retried with backoff until an operator
-        // enrols the key.
-        spdlog::error("uploader: HELLO refused: {}", m->detail);
+        // nothing is dropped; the socket is replaced after the backoff and HELLO tried again,
+        // until an operator enrols the key.
         ++stats_.auth_refused;
-        continue;
+        drop_socket("HELLO refused: " + m->detail);
+        break;
       }
       if (m->type == MessageType::kNack && m->reason == NackReason::kNoHello) {
         hello_ok = false;  // the server restarted behind the same connection
-        hello_sent = Clock::time_point{};
+        stats_.connected = false;
+        hello_sent = never;
         continue;
       }
       const auto it = inflight.find(m->batch_id);
@@ -204,56 +319,83 @@ void Uploader::Run(const std::atomic<bool>* stop) {
         ++stats_.batches_acked;
         stats_.records_acked += m->stored + m->duplicates;
         stats_.records_duplicate += m->duplicates;
-        inflight.erase(it);
-      } else if (m->type == MessageType::kNack && Retryable(m->reason)) {
-        if (m->reason != NackReason::kStorage) {
-          spdlog::warn("uploader: batch {} deferred: {}", m->batch_id, m->detail);
-          ++stats_.batches_deferred;
+        if (m->rejected > 0) {
+          // Not a delta frame the server can read: kept nowhere, so said loudly, every time.
+          spdlog::error("uploader: the server refused {} records of spool ids {}-{}: {}",
+                        m->rejected, it->second.first_id, it->second.end_id - 1, m->detail);
+          stats_.records_rejected += m->rejected;
         }
-        it->second.sent_at = Clock::time_point{};
-        it->second.retry_at = Clock::now() + std::chrono::milliseconds(backoff_ms);
+        inflight.erase(it);
+        refusal_backoff_ms = config_.backoff_min_ms;
+        state.Set("connected to " + config_.endpoint + ", uploading", false);
+      } else if (m->type == MessageType::kNack && Retryable(m->reason)) {
+        ++stats_.batches_deferred;
+        const Clock::time_point t = Clock::now();
+        // The NACKs of one round of sends arrive together: the wait grows once per round.
+        if (t >= refused_until) {
+          refused_until = t + std::chrono::milliseconds(refusal_backoff_ms);
+          refusal_backoff_ms = std::min(refusal_backoff_ms * 2, config_.backoff_max_ms);
+        }
+        state.Set(std::string("the server defers uploads (") +
+                      transport::NackReasonName(m->reason) + "): " + m->detail +
+                      "; retrying with backoff",
+                  true);
+        it->second.sent_at = never;
+        it->second.retry_at = refused_until;
       } else if (m->type == MessageType::kNack) {
-        // The server will never take this batch (our own records failed its checks): keeping
-        // it would stall the spool forever, so it is logged, counted and skipped.
-        spdlog::error("uploader: batch {} rejected: {}", m->batch_id, m->detail);
+        // The server will never take this batch (its records failed the server's checks):
+        // keeping it would stall the spool forever, so it is logged, counted and skipped.
+        spdlog::error("uploader: batch {} (spool ids {}-{}) rejected: {}", m->batch_id,
+                      it->second.first_id, it->second.end_id - 1, m->detail);
         ++stats_.batches_rejected;
+        stats_.records_rejected += it->second.records;
         inflight.erase(it);
       }
     }
 
     if (dealer && !hello_ok) {
-      if (hello_sent == Clock::time_point{}) {
-        if (TrySend(dealer.get(), hello_bytes)) hello_sent = Clock::now();
+      if (hello_sent == never) {
+        if (send(hello_bytes)) {
+          hello_sent = Clock::now();
+        } else if (Clock::now() - connected_at > timeout) {
+          // With ZMQ_IMMEDIATE nothing can be sent before a connection has completed its
+          // handshake: no server, or one that refuses this key.
+          drop_socket("no connection to " + config_.endpoint + " within " +
+                      std::to_string(config_.timeout_ms) + " ms");
+          continue;
+        }
       } else if (Clock::now() - hello_sent > timeout) {
         drop_socket("no answer to HELLO");
+        continue;
       }
     }
 
-    if (dealer && hello_ok && gate) {
-      bool lost = false;
+    if (dealer && hello_ok) {
+      const Clock::time_point t = Clock::now();
+      bool timed_out = false;
       for (const auto& [id, b] : inflight) {
-        lost |= b.sent_at != Clock::time_point{} && Clock::now() - b.sent_at > timeout;
+        timed_out |= b.sent_at != never && t - b.sent_at > timeout;
       }
-      if (lost) {
-        drop_socket("a batch timed out");
+      if (timed_out || (ping_sent != never && t - ping_sent > timeout)) {
+        drop_socket(timed_out ? "a batch timed out" : "the server does not answer PING");
         continue;
       }
+      if (ping_sent == never && t - last_answer > timeout) {
+        Message ping;
+        ping.type = MessageType::kPing;
+        ping.nonce = ++ping_nonce;
+        if (send(transport::EncodeMessage(ping))) ping_sent = t;
+      }
+    }
+
+    if (dealer && hello_ok && gate && Clock::now() >= refused_until) {
       for (auto& [id, b] : inflight) {
-        if (b.sent_at != Clock::time_point{} || Clock::now() < b.retry_at) continue;
-        if (!TrySend(dealer.get(), b.message)) break;
+        if (b.sent_at != never || Clock::now() < b.retry_at) continue;
+        if (!may_send() || !send(b.message)) break;
         b.sent_at = Clock::now();
         ++stats_.batches_resent;
-        stats_.bytes_sent += b.message.size();
       }
-      // Token bucket: at most one second of burst.
-      const double rate = double(config_.bandwidth_bytes_per_s);
-      const Clock::time_point t = Clock::now();
-      if (rate > 0) {
-        tokens =
-            std::min(rate, tokens + rate * std::chrono::duration<double>(t - last_refill).count());
-      }
-      last_refill = t;
-      while (inflight.size() < size_t(config_.window) && (rate <= 0 || tokens >= 0)) {
+      while (inflight.size() < size_t(config_.window) && may_send()) {
         auto recs =
             spool_->Read(next_read, size_t(config_.batch_records), size_t(config_.batch_bytes));
         if (!recs.ok()) {
@@ -270,17 +412,14 @@ void Uploader::Run(const std::atomic<bool>* stop) {
         data.batch_id = next_batch_id;
         data.records = std::move(recs).value();
         b.message = transport::EncodeMessage(data);
-        if (!TrySend(dealer.get(), b.message)) break;  // not connected: try again later
+        if (!send(b.message)) break;  // not connected: try again later
         b.sent_at = Clock::now();
         next_read = b.end_id;
-        tokens -= double(b.message.size());
         ++stats_.batches_sent;
-        stats_.bytes_sent += b.message.size();
         inflight.emplace(next_batch_id++, std::move(b));
       }
     }
     stats_.inflight = inflight.size();
-
     // The cursor: everything before the oldest unACKed batch (or everything read) is on the server.
     const uint64_t cursor = inflight.empty() ? next_read : inflight.begin()->second.first_id;
     if (cursor > acked_cursor) {

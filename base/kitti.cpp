@@ -144,6 +144,20 @@ Status WriteTimestamps(const std::string& path, const std::vector<double>& secon
   return WriteFileAtomic(path, out);
 }
 
+Status WriteTimestampsNs(const std::string& path, const std::vector<int64_t>& ns) {
+  std::string out;
+  for (int64_t t : ns) {
+    // The magnitude as unsigned: -INT64_MIN does not fit an int64_t.
+    const uint64_t abs_ns = t < 0 ? 0 - uint64_t(t) : uint64_t(t);
+    char line[32];
+    std::snprintf(line, sizeof(line), "%s%llu.%09llu\n", t < 0 ? "-" : "",
+                  (unsigned long long)(abs_ns / 1'000'000'000),
+                  (unsigned long long)(abs_ns % 1'000'000'000));
+    out += line;
+  }
+  return WriteFileAtomic(path, out);
+}
+
 StatusOr<std::vector<uint32_t>> ReadLabels(const std::string& path, size_t expected_points) {
   DV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, kMaxPointsPerFrame * 4));
   if (bytes.size() != expected_points * 4) {

@@ -9,7 +9,7 @@ PKGS=(
   libeigen3-dev libnanoflann-dev libzmq3-dev cppzmq-dev liblz4-dev libzstd-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
-  libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev
+  libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
 )
 # The store tests' S3-compatible server (s3rver, npm), installed into the project (.deps/).
 install_s3rver() {

@@ -37,21 +37,30 @@ StatusOr<ExportStats> StreamFrames(store::Store* store, const std::vector<store:
                                          std::to_string(row.sensor_id) + "/" +
                                          std::to_string(row.sequence));
     }
-    DV_ASSIGN_OR_RETURN(codec::DecodedFrame frame, DecodeStoredFrame(row, *object, maps));
+    auto decoded = DecodeStoredFrame(row, *object, maps);
     st.stored_bytes += object->size();
-    st.points += frame.cloud.size();
-    st.output_bytes += 16 * frame.cloud.size();
-    BatchFrame f;
-    f.vehicle = row.vehicle;
-    f.drive = row.drive;
-    f.map_version = row.map_version;
-    f.sensor_id = row.sensor_id;
-    f.sequence = row.sequence;
-    f.timestamp_ns = row.timestamp_ns;
-    f.T_map_sensor = frame.T_map_sensor;
-    f.cloud = std::move(frame.cloud);
-    batch.push_back(std::move(f));
-    if (batch.size() == options.batch_frames || k + 1 == order.size()) {
+    if (!decoded.ok()) {
+      // One frame that cannot be reconstructed (damaged, or its map version missing) is
+      // reported and skipped; the rest of the drive is still exported.
+      if (st.skipped.size() < kMaxSkippedReported)
+        st.skipped.push_back(decoded.status().ToString());
+      ++st.frames_skipped;
+    } else {
+      codec::DecodedFrame frame = std::move(decoded).value();
+      st.points += frame.cloud.size();
+      st.output_bytes += 16 * frame.cloud.size();
+      BatchFrame f;
+      f.vehicle = row.vehicle;
+      f.drive = row.drive;
+      f.map_version = row.map_version;
+      f.sensor_id = row.sensor_id;
+      f.sequence = row.sequence;
+      f.timestamp_ns = row.timestamp_ns;
+      f.T_map_sensor = frame.T_map_sensor;
+      f.cloud = std::move(frame.cloud);
+      batch.push_back(std::move(f));
+    }
+    if (!batch.empty() && (batch.size() == options.batch_frames || k + 1 == order.size())) {
       DV_RETURN_IF_ERROR(sink(st.batches, batch));
       st.frames += batch.size();
       st.batches++;
@@ -72,7 +81,7 @@ StatusOr<ExportStats> ExportFrames(store::Store* store, const std::vector<store:
   }
   DV_RETURN_IF_ERROR(MakeDirs(kitti ? out_dir + "/velodyne" : out_dir));
   std::vector<Pose> poses;
-  std::vector<double> times;
+  std::vector<int64_t> times;
   std::string list;  // one line per frame: name vehicle sensor sequence drive map_version
   size_t position = 0;
   auto sink = [&](size_t batch_index, const std::vector<BatchFrame>& batch) -> Status {
@@ -84,7 +93,7 @@ StatusOr<ExportStats> ExportFrames(store::Store* store, const std::vector<store:
       std::snprintf(name, sizeof(name), "%06zu", position++);
       if (kitti) DV_RETURN_IF_ERROR(WriteKittiBin(out_dir + "/velodyne/" + name + ".bin", f.cloud));
       poses.push_back(f.T_map_sensor);
-      times.push_back(double(f.timestamp_ns) * 1e-9);
+      times.push_back(f.timestamp_ns);
       list += std::string(kitti ? name : batch_name) + " " + f.vehicle + " " +
               std::to_string(f.sensor_id) + " " + std::to_string(f.sequence) + " " + f.drive + " " +
               (f.map_version.empty() ? "-" : f.map_version) + "\n";
@@ -94,7 +103,7 @@ StatusOr<ExportStats> ExportFrames(store::Store* store, const std::vector<store:
   DV_ASSIGN_OR_RETURN(ExportStats st, StreamFrames(store, rows, maps, options, sink));
   if (kitti) {
     DV_RETURN_IF_ERROR(WriteKittiPoses(out_dir + "/poses.txt", poses));
-    DV_RETURN_IF_ERROR(WriteTimestamps(out_dir + "/timestamps.txt", times));
+    DV_RETURN_IF_ERROR(WriteTimestampsNs(out_dir + "/timestamps.txt", times));
   }
   DV_RETURN_IF_ERROR(WriteFileAtomic(out_dir + "/frames.txt", list));
   return st;

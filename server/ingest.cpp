@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <tuple>
 #include <zmq.hpp>
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/metrics_http.h"
+#include "dejaview/codec/codec.h"
 #include "dejaview/server/map_service.h"
 #include "dejaview/server/server_metrics.h"
 #include "dejaview/server/storage.h"
@@ -144,6 +146,14 @@ bool Ingest::Admit(Vehicle* v, size_t bytes) {
   return true;
 }
 
+bool Ingest::MapKnown(const std::string& version) {
+  if (maps_root_.empty() || version.empty() || known_maps_.count(version)) return true;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(maps_root_ + "/" + version, ec)) return false;
+  known_maps_.insert(version);
+  return true;
+}
+
 Message Ingest::HandleData(const std::string& peer, Message msg, size_t size) {
   const auto it = peers_.find(peer);
   if (it == peers_.end()) {
@@ -167,9 +177,18 @@ Message Ingest::HandleData(const std::string& peer, Message msg, size_t size) {
                       " is not from the HELLO's vehicle/sensors");
     }
   }
-  std::set<std::tuple<std::string, uint32_t, uint64_t>> seen;
+  for (const auto& rec : msg.records) {
+    if (!MapKnown(rec.meta.map_version)) {
+      ++stats_.batches_nacked;
+      ++stats_.unknown_map;
+      return Nack(msg.batch_id, NackReason::kUnknownMap,
+                  "map version '" + rec.meta.map_version + "' is not in the server's maps root");
+    }
+  }
+  std::set<std::tuple<std::string, uint32_t, uint64_t, uint64_t>> seen;
   std::vector<store::FrameRecord> rows;
-  uint32_t dups = 0;
+  uint32_t dups = 0, rejected = 0;
+  std::string rejected_why;
   auto storage_failure = [&](const Status& s) {
     ++stats_.batches_nacked;
     spdlog::error("ingest: batch {}: {}", msg.batch_id, s.ToString());
@@ -178,15 +197,29 @@ Message Ingest::HandleData(const std::string& peer, Message msg, size_t size) {
   std::vector<const transport::SpoolRecord*> todo;
   uint64_t todo_bytes = 0;
   for (const auto& rec : msg.records) {
-    const auto k = std::make_tuple(rec.meta.vehicle, rec.meta.sensor_id, rec.meta.sequence);
+    const auto k = std::make_tuple(rec.meta.vehicle, rec.meta.sensor_id, rec.meta.source_epoch,
+                                   rec.meta.sequence);
     if (!seen.insert(k).second) {
       ++dups;
       continue;
     }
-    auto has = index_->Has(rec.meta.vehicle, rec.meta.sensor_id, rec.meta.sequence);
+    auto has =
+        index_->Has(rec.meta.vehicle, rec.meta.sensor_id, rec.meta.source_epoch, rec.meta.sequence);
     if (!has.ok()) return storage_failure(has.status());
     if (*has) {
       ++dups;
+      continue;
+    }
+    // The container and its CRC: a payload the server could never reconstruct is refused
+    // before anything says it is stored (the map-dependent sections are checked at decode).
+    const auto header = codec::DecodeHeader(rec.payload.data(), rec.payload.size());
+    if (!header.ok()) {
+      if (rejected++ == 0) {
+        rejected_why = rec.meta.vehicle + "/" + std::to_string(rec.meta.sensor_id) + "/" +
+                       std::to_string(rec.meta.sequence) + ": " + header.status().message();
+      }
+      spdlog::warn("ingest: batch {}: record {}/{}/{} refused: {}", msg.batch_id, rec.meta.vehicle,
+                   rec.meta.sensor_id, rec.meta.sequence, header.status().message());
       continue;
     }
     todo.push_back(&rec);
@@ -219,6 +252,7 @@ Message Ingest::HandleData(const std::string& peer, Message msg, size_t size) {
     row.vehicle = rec->meta.vehicle;
     row.drive = rec->meta.drive;
     row.sensor_id = rec->meta.sensor_id;
+    row.source_epoch = rec->meta.source_epoch;
     row.sequence = rec->meta.sequence;
     row.timestamp_ns = rec->meta.timestamp_ns;
     row.map_version = rec->meta.map_version;
@@ -244,12 +278,15 @@ Message Ingest::HandleData(const std::string& peer, Message msg, size_t size) {
   store_->ReleaseCopies(committed);
   stats_.records_stored += committed.size();
   stats_.records_duplicate += dups;
+  stats_.records_rejected += rejected;
   ++stats_.batches_acked;
   Message ack;
   ack.type = MessageType::kAck;
   ack.batch_id = msg.batch_id;
   ack.stored = uint32_t(committed.size());
   ack.duplicates = dups;
+  ack.rejected = rejected;
+  ack.detail = rejected_why;
   return ack;
 }
 
@@ -258,6 +295,7 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   DV_ASSIGN_OR_RETURN(Storage storage,
                       OpenStorage(options.store_dir, options.store_config, options.index_path));
   Ingest ingest(storage.store.get(), storage.index.get(), options.limits);
+  ingest.SetMapsRoot(options.maps_root);
   MapService map_service(options.maps_root);
   if (!options.maps_root.empty()) spdlog::info("server: serving maps from {}", options.maps_root);
   {
@@ -274,7 +312,7 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
   // must not lock the fleet out.
   auto load_keys = [&]() -> Status {
     std::vector<std::string> problems;
-    auto ring = KeyRing::Load(options.keys_dir, &problems);
+    auto ring = KeyRing::Load(options.keys_dir, &problems, keys.get());
     for (const std::string& p : problems) spdlog::warn("server: keys: {} (skipped)", p);
     ingest.mutable_stats()->key_files_rejected += problems.size();
     if (!ring.ok()) return ring.status();

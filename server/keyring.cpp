@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "dejaview/transport/spool.h"
 #include "dejaview/transport/upload.h"
@@ -15,9 +16,16 @@ namespace {
 // A keys directory is for a fleet, not a denial of service on the server's memory.
 constexpr size_t kMaxKeyFiles = 1'000'000;
 constexpr const char* kSuffix = ".public";
+
+struct KeyFile {
+  fs::path path;
+  std::string vehicle;
+  fs::file_time_type modified;
+};
 }  // namespace
 
-StatusOr<KeyRing> KeyRing::Load(const std::string& dir, std::vector<std::string>* problems) {
+StatusOr<KeyRing> KeyRing::Load(const std::string& dir, std::vector<std::string>* problems,
+                                const KeyRing* previous) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) return Status::IoError(dir + ": keys directory: " + ec.message());
@@ -32,9 +40,9 @@ StatusOr<KeyRing> KeyRing::Load(const std::string& dir, std::vector<std::string>
     }
     files.push_back(it->path());
   }
-  // Sorted, so that which of two files sharing one key is refused does not depend on readdir.
+  // Sorted, so that the problems come in the same order whatever readdir's.
   std::sort(files.begin(), files.end());
-  KeyRing ring;
+  std::map<std::string, std::vector<KeyFile>> claims;  // Z85 public key -> the files holding it
   for (const fs::path& f : files) {
     const std::string name = f.filename().string();
     const std::string vehicle = name.substr(0, name.size() - std::strlen(kSuffix));
@@ -48,11 +56,34 @@ StatusOr<KeyRing> KeyRing::Load(const std::string& dir, std::vector<std::string>
       problems->push_back(key.status().message());
       continue;
     }
-    const auto [at, fresh] = ring.by_key_.emplace(*key, vehicle);
-    if (!fresh) {
-      problems->push_back(f.string() + ": the same key as vehicle '" + at->second +
-                          "'; one key identifies one vehicle");
+    const fs::file_time_type modified = fs::last_write_time(f, ec);
+    if (ec) {
+      problems->push_back(f.string() + ": " + ec.message());
+      continue;
     }
+    claims[*key].push_back({f, vehicle, modified});
+  }
+  KeyRing ring;
+  std::vector<std::pair<fs::path, std::string>> refused;  // file, the vehicle that kept its key
+  for (const auto& [key, holders] : claims) {
+    const std::string* enrolled = previous ? previous->VehicleOf(key) : nullptr;
+    auto first = [enrolled](const KeyFile& a, const KeyFile& b) {
+      const bool a_enrolled = enrolled && *enrolled == a.vehicle;
+      const bool b_enrolled = enrolled && *enrolled == b.vehicle;
+      if (a_enrolled != b_enrolled) return a_enrolled;
+      if (a.modified != b.modified) return a.modified < b.modified;
+      return a.vehicle < b.vehicle;
+    };
+    const KeyFile& kept = *std::min_element(holders.begin(), holders.end(), first);
+    ring.by_key_.emplace(key, kept.vehicle);
+    for (const KeyFile& h : holders) {
+      if (&h != &kept) refused.emplace_back(h.path, kept.vehicle);
+    }
+  }
+  std::sort(refused.begin(), refused.end());
+  for (const auto& [file, vehicle] : refused) {
+    problems->push_back(file.string() + ": the same key as vehicle '" + vehicle +
+                        "'; one key identifies one vehicle");
   }
   return ring;
 }

@@ -23,12 +23,13 @@ StatusOr<maps::RouteMap*> MapVersions::Get(const std::string& version) {
 StatusOr<codec::DecodedFrame> DecodeStoredFrame(const store::FrameRecord& row,
                                                 const std::vector<uint8_t>& object,
                                                 MapVersions* maps) {
-  const std::string name =
-      row.vehicle + "/" + std::to_string(row.sensor_id) + "/" + std::to_string(row.sequence);
+  const std::string name = row.vehicle + "/" + std::to_string(row.sensor_id) + "/" +
+                           std::to_string(row.sequence) + " (epoch " +
+                           std::to_string(row.source_epoch) + ")";
   auto rec = transport::DecodeRecord(object.data(), object.size());
   if (!rec.ok()) return rec.status().WithContext(name + ": object " + row.object.Hex());
   if (rec->meta.vehicle != row.vehicle || rec->meta.sensor_id != row.sensor_id ||
-      rec->meta.sequence != row.sequence) {
+      rec->meta.source_epoch != row.source_epoch || rec->meta.sequence != row.sequence) {
     return Status::Corruption(name + ": object " + row.object.Hex() + " holds another frame");
   }
   DV_ASSIGN_OR_RETURN(maps::RouteMap * map, maps->Get(rec->meta.map_version));

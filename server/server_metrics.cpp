@@ -37,6 +37,11 @@ void ServerMetrics::Update(const IngestStats& s, const store::StoreMetrics& m,
         &last_.throttled);
   Count("dejaview_server_over_quota_total", "DATA above the vehicle's storage quota", s.over_quota,
         &last_.over_quota);
+  Count("dejaview_server_records_rejected_total",
+        "records whose payload is not a readable delta frame (not stored)", s.records_rejected,
+        &last_.records_rejected);
+  Count("dejaview_server_unknown_map_total", "DATA deferred: a map version not in the maps root",
+        s.unknown_map, &last_.unknown_map);
   Count("dejaview_server_key_reloads_total", "keys directory reloads", s.key_reloads,
         &last_.key_reloads);
   Count("dejaview_server_key_files_rejected_total", "key files skipped at load",

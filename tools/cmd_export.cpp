@@ -80,6 +80,7 @@ int RunExport(int argc, char** argv) {
               args->Get("out").c_str(), options->layout.c_str());
   std::printf("%.1f frames/s, %.1f MB/s reconstructed, %.1f MB/s read from the store, %.3f s\n",
               st->frames_per_s(), st->output_mb_per_s(), st->stored_mb_per_s(), st->seconds);
+  ReportSkipped(*st);
   return kOk;
 }
 

@@ -72,15 +72,17 @@ int RunQuery(int argc, char** argv) {
   }
   std::printf("%zu frames\n", rows->size());
   if (!args->Has("export")) return kOk;
-  Status s;
-  if (args->Has("maps")) {
-    server::MapVersions maps(args->Get("maps"));
-    s = server::ExportFrames(storage->store.get(), *rows, &maps, {}, args->Get("export")).status();
-  } else {
-    s = ExportDeltas(storage->store.get(), *rows, args->Get("export"));
+  if (!args->Has("maps")) {
+    const Status s = ExportDeltas(storage->store.get(), *rows, args->Get("export"));
+    if (!s.ok()) return Fail("query", s);
+    std::printf("exported %zu frames to %s\n", rows->size(), args->Get("export").c_str());
+    return kOk;
   }
-  if (!s.ok()) return Fail("query", s);
-  std::printf("exported %zu frames to %s\n", rows->size(), args->Get("export").c_str());
+  server::MapVersions maps(args->Get("maps"));
+  auto st = server::ExportFrames(storage->store.get(), *rows, &maps, {}, args->Get("export"));
+  if (!st.ok()) return Fail("query", st.status());
+  std::printf("exported %zu frames to %s\n", st->frames, args->Get("export").c_str());
+  ReportSkipped(*st);
   return kOk;
 }
 

@@ -83,4 +83,13 @@ StatusOr<server::Storage> OpenQueryStorage(const Args& args) {
   return server::OpenStorage(store, args.Get("store-config"), db);
 }
 
+void ReportSkipped(const server::ExportStats& st) {
+  if (st.frames_skipped == 0) return;
+  std::fprintf(stderr, "%zu frames could not be reconstructed and were skipped:\n",
+               st.frames_skipped);
+  for (const std::string& why : st.skipped) std::fprintf(stderr, "  %s\n", why.c_str());
+  if (st.skipped.size() < st.frames_skipped)
+    std::fprintf(stderr, "  (and %zu more)\n", st.frames_skipped - st.skipped.size());
+}
+
 }  // namespace dv::cli

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "args.h"
+#include "dejaview/server/export.h"
 #include "dejaview/server/storage.h"
 
 namespace dv::cli {
@@ -16,5 +17,7 @@ StatusOr<store::FrameQuery> ParseFrameQuery(const Args& args);
 // --store DIR (default: --db's folder), --db INDEX (default: STORE/index.sqlite), --store-config.
 StatusOr<server::Storage> OpenQueryStorage(const Args& args);
 extern const char* const kFrameQueryUsage;
+// Prints, on stderr, how many frames an export skipped and why (nothing when none).
+void ReportSkipped(const server::ExportStats& st);
 
 }  // namespace dv::cli

@@ -27,6 +27,7 @@ std::vector<uint8_t> EncodeMeta(const RecordMeta& m) {
   w.Str(m.vehicle);
   w.Str(m.drive);
   w.Varint(m.sensor_id);
+  w.Varint(m.source_epoch);
   w.Varint(m.sequence);
   w.I64(m.timestamp_ns);
   w.Str(m.map_version);
@@ -44,6 +45,7 @@ StatusOr<RecordMeta> DecodeMeta(const uint8_t* data, size_t size) {
   r.Str(&m.vehicle, kMaxRecordNameBytes);
   r.Str(&m.drive, kMaxRecordNameBytes);
   r.Varint(&sensor);
+  r.Varint(&m.source_epoch);
   r.Varint(&m.sequence);
   r.I64(&m.timestamp_ns);
   r.Str(&m.map_version, kMaxRecordNameBytes);
@@ -192,25 +194,6 @@ std::string Spool::SegmentPath(uint64_t first_id) const {
 }
 
 Status Spool::Recover() {
-  const std::string cursor_path = options_.dir + "/" + kCursorName;
-  auto cursor = ReadFileBytes(cursor_path, 64);
-  if (cursor.ok()) {
-    ByteReader r(*cursor);
-    char magic[8];
-    uint64_t acked = 0;
-    uint32_t crc = 0;
-    r.Bytes(magic, 8);
-    r.U64(&acked);
-    r.U32(&crc);
-    if (r.failed() || r.remaining() != 0 || std::memcmp(magic, kCursorMagic, 8) != 0 ||
-        crc32c::Unmask(crc) != crc32c::Value(cursor->data(), 16)) {
-      return Status::Corruption(cursor_path + ": bad cursor file");
-    }
-    stats_.acked_below = acked;
-  } else if (cursor.status().code() != Status::Code::kNotFound) {
-    return cursor.status();
-  }
-
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(options_.dir, ec)) {
     uint64_t first = 0;
@@ -221,42 +204,39 @@ Status Spool::Recover() {
   if (ec) return Status::IoError(options_.dir + ": list: " + ec.message());
   std::sort(segments_.begin(), segments_.end(),
             [](const Segment& a, const Segment& b) { return a.first_id < b.first_id; });
+  DV_RETURN_IF_ERROR(LoadCursor());
+  // Segments are deleted only below the cursor: ids between it and the oldest file are gone.
+  if (!segments_.empty()) NoteLost(stats_.acked_below, segments_.front().first_id);
 
   uint64_t next_id = stats_.acked_below;
   for (size_t i = 0; i < segments_.size(); ++i) {
     Segment& seg = segments_[i];
     const std::string path = SegmentPath(seg.first_id);
-    DV_ASSIGN_OR_RETURN(LogReader reader, LogReader::Open(path));
-    std::vector<uint8_t> body;
-    uint64_t offset = 0;
-    for (;;) {
-      DV_ASSIGN_OR_RETURN(const bool more, reader.Next(&body, &offset));
-      if (!more) break;
-      auto rec = DecodeRecord(body.data(), body.size());
-      if (!rec.ok()) {
-        ++stats_.corrupt_blocks;  // framing intact but the body is not ours: skip it
-        continue;
-      }
-      if (seg.records++ == 0) seg.first_timestamp_ns = rec->meta.timestamp_ns;
-      next_id = std::max(next_id, rec->id + 1);
-    }
-    stats_.corrupt_blocks += reader.corrupt_blocks();
+    // A sealed segment was fsync'd before the next one was created: damage anywhere in it, its
+    // end included, is counted. Only the last one may end in a torn write.
+    const bool last = i + 1 == segments_.size();
+    const std::optional<uint64_t> end_id =
+        last ? std::nullopt : std::optional<uint64_t>(segments_[i + 1].first_id);
+    DV_ASSIGN_OR_RETURN(const uint64_t end_of_last_record,
+                        ScanSegment(i, 0, 0, end_id, [&](SpoolRecord&& rec, uint64_t) {
+                          if (seg.records++ == 0) seg.first_timestamp_ns = rec.meta.timestamp_ns;
+                          next_id = std::max(next_id, rec.id + 1);
+                          return true;
+                        }));
     const uint64_t size = std::filesystem::file_size(path, ec);
     if (ec) return Status::IoError(path + ": size: " + ec.message());
     seg.bytes = size;
-    const bool last = i + 1 == segments_.size();
-    if (last && reader.end_of_last_record() < size) {
+    if (last && end_of_last_record < size) {
       // The torn tail: what a crash left half-written after the last intact record.
-      if (::truncate(path.c_str(), off_t(reader.end_of_last_record())) != 0) {
+      if (::truncate(path.c_str(), off_t(end_of_last_record)) != 0) {
         return Status::IoError(path + ": truncate torn tail: " + std::strerror(errno));
       }
-      stats_.torn_tail_bytes += size - reader.end_of_last_record();
-      seg.bytes = reader.end_of_last_record();
+      stats_.torn_tail_bytes += size - end_of_last_record;
+      seg.bytes = end_of_last_record;
     }
     next_id = std::max(next_id, seg.first_id);
   }
   stats_.next_id = next_id;
-  DV_RETURN_IF_ERROR(DeleteAckedSegments());
   if (!segments_.empty() && segments_.back().bytes < options_.segment_bytes) {
     DV_ASSIGN_OR_RETURN(LogWriter w, LogWriter::Open(SegmentPath(segments_.back().first_id)));
     writer_.emplace(std::move(w));
@@ -264,7 +244,36 @@ Status Spool::Recover() {
     DV_RETURN_IF_ERROR(OpenNewSegment());
   }
   last_sync_ = std::chrono::steady_clock::now();
-  return Status::Ok();
+  return Acknowledge(stats_.acked_below);
+}
+
+Status Spool::LoadCursor() {
+  const std::string path = options_.dir + "/" + kCursorName;
+  auto cursor = ReadFileBytes(path, 64);
+  if (cursor.ok()) {
+    ByteReader r(*cursor);
+    char magic[8];
+    uint64_t acked = 0;
+    uint32_t crc = 0;
+    r.Bytes(magic, 8);
+    r.U64(&acked);
+    r.U32(&crc);
+    if (!r.failed() && r.remaining() == 0 && std::memcmp(magic, kCursorMagic, 8) == 0 &&
+        crc32c::Unmask(crc) == crc32c::Value(cursor->data(), 16)) {
+      stats_.acked_below = acked;
+      return Status::Ok();
+    }
+  } else if (cursor.status().code() == Status::Code::kNotFound) {
+    // Nothing acknowledged yet; once something was, the oldest segment no longer starts at 0.
+    if (segments_.empty() || segments_.front().first_id == 0) return Status::Ok();
+  } else if (cursor.status().code() != Status::Code::kOutOfRange) {
+    return cursor.status();  // an I/O failure, not damage
+  }
+  // A cursor that cannot be trusted is never guessed forward: every record still in the
+  // segments is unacknowledged again and gets resent; the server deduplicates.
+  stats_.acked_below = segments_.empty() ? 0 : segments_.front().first_id;
+  ++stats_.cursor_resets;
+  return WriteCursor(stats_.acked_below);
 }
 
 Status Spool::OpenNewSegment() {
@@ -286,14 +295,33 @@ Status Spool::WriteCursor(uint64_t acked_below) {
   return WriteFileAtomic(options_.dir + "/" + kCursorName, w.buffer());
 }
 
+Status Spool::Acknowledge(uint64_t acked_below) {
+  // Lost ids right at the cursor will never be acknowledged by the server: the cursor moves
+  // past them (they were counted when found).
+  auto lost_end = lost_.begin();
+  for (; lost_end != lost_.end() && lost_end->first <= acked_below; ++lost_end)
+    acked_below = std::max(acked_below, lost_end->second);
+  if (acked_below > stats_.acked_below) {
+    DV_RETURN_IF_ERROR(WriteCursor(acked_below));
+    stats_.acked_below = acked_below;
+  }
+  lost_.erase(lost_.begin(), lost_end);
+  // A fully acknowledged active segment is sealed so that its file can go too.
+  if (stats_.acked_below == stats_.next_id && segments_.back().records > 0)
+    DV_RETURN_IF_ERROR(OpenNewSegment());
+  return DeleteAckedSegments();
+}
+
 Status Spool::DeleteAckedSegments() {
   // Segment i holds ids [first_i, first_{i+1}); the active (last) segment is kept.
   while (segments_.size() > 1 && segments_[1].first_id <= stats_.acked_below) {
-    const std::string path = SegmentPath(segments_.front().first_id);
+    const uint64_t first = segments_.front().first_id;
+    const std::string path = SegmentPath(first);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       return Status::IoError(path + ": delete: " + std::strerror(errno));
     }
     segments_.erase(segments_.begin());
+    damaged_.erase(damaged_.lower_bound({first, 0}), damaged_.upper_bound({first, UINT64_MAX}));
   }
   return Status::Ok();
 }
@@ -307,14 +335,13 @@ Status Spool::EnforceBudget() {
     const Segment& old = segments_.front();
     const uint64_t end = segments_[1].first_id;
     const uint64_t unacked_from = std::max(old.first_id, stats_.acked_below);
-    const uint64_t unacked = end > unacked_from ? std::min(old.records, end - unacked_from) : 0;
+    const uint64_t unacked =
+        end > unacked_from ? std::min(old.records, end - unacked_from - LostIn(unacked_from, end))
+                           : 0;
     stats_.records_dropped_budget += unacked;
     ++stats_.segments_dropped_budget;
     total -= old.bytes;
-    const uint64_t acked = std::max(stats_.acked_below, end);
-    DV_RETURN_IF_ERROR(WriteCursor(acked));
-    stats_.acked_below = acked;
-    DV_RETURN_IF_ERROR(DeleteAckedSegments());
+    DV_RETURN_IF_ERROR(Acknowledge(std::max(stats_.acked_below, end)));
   }
   return Status::Ok();
 }
@@ -367,35 +394,92 @@ Status Spool::SyncIfDue(bool force) {
   return Status::Ok();
 }
 
+StatusOr<uint64_t> Spool::ScanSegment(
+    size_t i, uint64_t start_offset, uint64_t from, std::optional<uint64_t> end_id,
+    const std::function<bool(SpoolRecord&& record, uint64_t end_offset)>& on_record) {
+  const uint64_t first = segments_[i].first_id;
+  DV_ASSIGN_OR_RETURN(LogReader reader, LogReader::Open(SegmentPath(first), start_offset));
+  // Ids are dense: every id the scan passes without finding its record was lost to damage.
+  uint64_t expected = std::max(from, first);
+  std::vector<uint8_t> body;
+  uint64_t offset = 0;
+  bool more = true;
+  for (bool go = true; go;) {
+    DV_ASSIGN_OR_RETURN(more, reader.Next(&body, &offset));
+    if (!more) break;
+    auto rec = DecodeRecord(body.data(), body.size());
+    if (!rec.ok()) {
+      NoteDamagedBlock(first, offset - offset % kLogBlockSize);  // framing intact, body not ours
+      continue;
+    }
+    if (rec->id < expected) continue;
+    NoteLost(expected, rec->id);
+    expected = rec->id + 1;
+    go = on_record(std::move(rec).value(), reader.end_of_last_record());
+  }
+  const std::vector<uint64_t>& damaged = reader.damaged_blocks();
+  const size_t counted = end_id ? damaged.size() : size_t(reader.corrupt_blocks());
+  for (size_t k = 0; k < counted; ++k) NoteDamagedBlock(first, damaged[k]);
+  if (!more && end_id) NoteLost(expected, *end_id);
+  return reader.end_of_last_record();
+}
+
+void Spool::NoteDamagedBlock(uint64_t segment, uint64_t block_offset) {
+  if (damaged_.insert({segment, block_offset}).second) ++stats_.corrupt_blocks;
+}
+
+void Spool::NoteLost(uint64_t begin_id, uint64_t end_id) {
+  begin_id = std::max(begin_id, stats_.acked_below);
+  if (begin_id >= end_id) return;
+  // Merges [begin_id, end_id) into lost_, counting only the ids not known lost before.
+  uint64_t known = 0, begin = begin_id, end = end_id;
+  auto it = lost_.upper_bound(begin_id);
+  if (it != lost_.begin() && std::prev(it)->second >= begin_id) --it;
+  while (it != lost_.end() && it->first <= end_id) {
+    known += std::min(it->second, end_id) - std::max(it->first, begin_id);
+    begin = std::min(begin, it->first);
+    end = std::max(end, it->second);
+    it = lost_.erase(it);
+  }
+  lost_[begin] = end;
+  stats_.records_lost_corrupt += end_id - begin_id - known;
+}
+
+uint64_t Spool::LostIn(uint64_t begin_id, uint64_t end_id) const {
+  uint64_t n = 0;
+  for (const auto& [begin, end] : lost_) {
+    if (begin < end_id && end > begin_id) n += std::min(end, end_id) - std::max(begin, begin_id);
+  }
+  return n;
+}
+
 StatusOr<std::vector<SpoolRecord>> Spool::Read(uint64_t from_id, size_t max_records,
                                                size_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<SpoolRecord> out;
   const uint64_t from = std::max(from_id, stats_.acked_below);
   size_t bytes = 0;
+  bool full = false;
   size_t i = 0;
   while (i + 1 < segments_.size() && segments_[i + 1].first_id <= from) ++i;
-  for (; i < segments_.size() && out.size() < max_records; ++i) {
+  for (; i < segments_.size() && out.size() < max_records && !full; ++i) {
     // Reads go through the file, not a cache: what is returned is what a restart would see. The
     // hint lets the uploader's sequential reads continue where the last one stopped instead of
     // rescanning the segment from its start.
     const uint64_t seg = segments_[i].first_id;
     const uint64_t start =
         read_hint_.segment == seg && read_hint_.next_id == from ? read_hint_.offset : 0;
-    DV_ASSIGN_OR_RETURN(LogReader reader, LogReader::Open(SegmentPath(seg), start));
-    std::vector<uint8_t> body;
-    uint64_t offset = 0;
-    for (;;) {
-      DV_ASSIGN_OR_RETURN(const bool more, reader.Next(&body, &offset));
-      if (!more) break;
-      auto rec = DecodeRecord(body.data(), body.size());
-      if (!rec.ok() || rec->id < from) continue;
-      bytes += rec->payload.size();
-      read_hint_ = {seg, rec->id + 1, reader.end_of_last_record()};
-      out.push_back(std::move(rec).value());
-      if (out.size() >= max_records || bytes >= max_bytes) return out;
-    }
+    // The active segment holds every id below next_id: no torn tail while the spool is open.
+    const uint64_t end_id = i + 1 < segments_.size() ? segments_[i + 1].first_id : stats_.next_id;
+    DV_RETURN_IF_ERROR(ScanSegment(i, start, from, end_id, [&](SpoolRecord&& rec, uint64_t end) {
+                         bytes += rec.payload.size();
+                         read_hint_ = {seg, rec.id + 1, end};
+                         out.push_back(std::move(rec));
+                         full = out.size() >= max_records || bytes >= max_bytes;
+                         return !full;
+                       }).status());
   }
+  DV_RETURN_IF_ERROR(Acknowledge(stats_.acked_below));
   return out;
 }
 
@@ -403,12 +487,7 @@ Status Spool::Ack(uint64_t acked_below) {
   std::lock_guard<std::mutex> lock(mu_);
   acked_below = std::min(acked_below, stats_.next_id);
   if (acked_below <= stats_.acked_below) return Status::Ok();
-  DV_RETURN_IF_ERROR(WriteCursor(acked_below));
-  stats_.acked_below = acked_below;
-  // A fully acknowledged active segment is sealed so that its file can go too.
-  if (acked_below == stats_.next_id && segments_.back().records > 0)
-    DV_RETURN_IF_ERROR(OpenNewSegment());
-  return DeleteAckedSegments();
+  return Acknowledge(acked_below);
 }
 
 SpoolStats Spool::stats() const {
@@ -417,14 +496,14 @@ SpoolStats Spool::stats() const {
   s.segments = segments_.size();
   s.bytes_on_disk = 0;
   for (const Segment& seg : segments_) s.bytes_on_disk += seg.bytes;
+  s.records_pending = s.next_id - s.acked_below - LostIn(s.acked_below, s.next_id);
   s.oldest_unacked_timestamp_ns = 0;
-  if (s.acked_below < s.next_id) {
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      const uint64_t end = i + 1 < segments_.size() ? segments_[i + 1].first_id : s.next_id;
-      if (end > s.acked_below && segments_[i].records > 0) {
-        s.oldest_unacked_timestamp_ns = segments_[i].first_timestamp_ns;
-        break;
-      }
+  for (size_t i = 0; i < segments_.size() && s.records_pending > 0; ++i) {
+    const uint64_t begin = std::max(segments_[i].first_id, s.acked_below);
+    const uint64_t end = i + 1 < segments_.size() ? segments_[i + 1].first_id : s.next_id;
+    if (end > begin && end - begin > LostIn(begin, end) && segments_[i].records > 0) {
+      s.oldest_unacked_timestamp_ns = segments_[i].first_timestamp_ns;
+      break;
     }
   }
   return s;

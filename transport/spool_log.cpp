@@ -145,7 +145,7 @@ LogReader& LogReader::operator=(LogReader&& other) noexcept {
     block_ = std::move(other.block_);
     block_loaded_ = other.block_loaded_;
     corrupt_blocks_ = other.corrupt_blocks_;
-    pending_corrupt_ = other.pending_corrupt_;
+    damaged_blocks_ = std::move(other.damaged_blocks_);
     dropped_bytes_ = other.dropped_bytes_;
     end_of_last_record_ = other.end_of_last_record_;
   }
@@ -158,7 +158,7 @@ LogReader::~LogReader() {
 
 StatusOr<bool> LogReader::LoadBlock() {
   const uint64_t start = offset_ - offset_ % kLogBlockSize;
-  if (block_loaded_ && block_start_ == start) return true;
+  if (block_loaded_ && block_start_ == start) return offset_ - start < block_.size();
   block_start_ = start;
   block_loaded_ = true;
   if (from_image_) {
@@ -181,27 +181,44 @@ StatusOr<bool> LogReader::LoadBlock() {
   return offset_ - start < block_.size();
 }
 
+void LogReader::NoteDamagedBlock(uint64_t block_start) {
+  if (damaged_blocks_.empty() || damaged_blocks_.back() != block_start)
+    damaged_blocks_.push_back(block_start);
+}
+
 StatusOr<bool> LogReader::Next(std::vector<uint8_t>* record, uint64_t* offset) {
   record->clear();
   bool in_record = false;
   uint64_t record_offset = 0;
-  // Damage drops the record being assembled and the rest of its block; it is counted only once
-  // a later record shows that it was not simply the torn end of the file.
-  auto skip_block = [&]() {
-    ++pending_corrupt_;
+  auto drop_record = [&]() {
     if (in_record) dropped_bytes_ += record->size();
     record->clear();
     in_record = false;
+  };
+  // Damage drops the record being assembled and the rest of its block; it joins corrupt_blocks_
+  // only once a later record shows that it was not simply the torn end of the file.
+  auto skip_block = [&]() {
+    NoteDamagedBlock(block_start_);
+    drop_record();
     offset_ = block_start_ + kLogBlockSize;
+  };
+  // The input ends inside a fragment or a record: damage in the block where it ends. offset_
+  // moves to the end so that a further Next notes nothing twice.
+  auto end_inside = [&](uint64_t at) {
+    NoteDamagedBlock(at - at % kLogBlockSize);
+    drop_record();
+    offset_ = block_start_ + block_.size();
+    return false;
   };
   for (;;) {
     DV_ASSIGN_OR_RETURN(const bool have, LoadBlock());
-    if (!have) return false;
+    if (!have) return in_record ? end_inside(offset_ - 1) : false;
     const bool last_block = block_.size() < kLogBlockSize;
     const size_t pos = size_t(offset_ - block_start_);
     const size_t avail = block_.size() - pos;
     if (avail < kLogHeaderSize) {
-      if (last_block) return false;
+      // The writer pads a block trailer only together with the record after it.
+      if (last_block) return end_inside(offset_);
       offset_ = block_start_ + kLogBlockSize;  // zero-filled block trailer
       continue;
     }
@@ -211,7 +228,7 @@ StatusOr<bool> LogReader::Next(std::vector<uint8_t>* record, uint64_t* offset) {
     const size_t len = size_t(h[4]) | size_t(h[5]) << 8;
     const uint8_t type = h[6];
     if (kLogHeaderSize + len > avail) {
-      if (last_block) return false;  // torn write at the end
+      if (last_block) return end_inside(offset_);
       skip_block();
       continue;
     }
@@ -223,10 +240,7 @@ StatusOr<bool> LogReader::Next(std::vector<uint8_t>* record, uint64_t* offset) {
     const uint64_t fragment_offset = offset_;
     offset_ += kLogHeaderSize + len;
     const bool starts = type == kLogFull || type == kLogFirst;
-    if (starts && in_record) {
-      dropped_bytes_ += record->size();
-      record->clear();
-    }
+    if (starts) drop_record();
     if (!starts && !in_record) {
       dropped_bytes_ += len;  // a continuation whose beginning was lost
       continue;
@@ -239,8 +253,7 @@ StatusOr<bool> LogReader::Next(std::vector<uint8_t>* record, uint64_t* offset) {
     record->insert(record->end(), data, data + len);
     in_record = true;
     if (type == kLogFull || type == kLogLast) {
-      corrupt_blocks_ += pending_corrupt_;
-      pending_corrupt_ = 0;
+      corrupt_blocks_ = damaged_blocks_.size();
       *offset = record_offset;
       end_of_last_record_ = offset_;
       return true;

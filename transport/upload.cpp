@@ -30,6 +30,30 @@ const char* MessageTypeName(MessageType t) {
   return "?";
 }
 
+const char* NackReasonName(NackReason r) {
+  switch (r) {
+    case NackReason::kBadMessage:
+      return "bad message";
+    case NackReason::kVersion:
+      return "version";
+    case NackReason::kNoHello:
+      return "no hello";
+    case NackReason::kInvalidRecord:
+      return "invalid record";
+    case NackReason::kStorage:
+      return "storage";
+    case NackReason::kUnauthorized:
+      return "unauthorized";
+    case NackReason::kThrottled:
+      return "throttled";
+    case NackReason::kQuota:
+      return "quota";
+    case NackReason::kUnknownMap:
+      return "unknown map";
+  }
+  return "?";
+}
+
 std::vector<uint8_t> EncodeMessage(const Message& m) {
   ByteWriter w;
   w.U8(m.version);
@@ -53,6 +77,8 @@ std::vector<uint8_t> EncodeMessage(const Message& m) {
       w.U64(m.batch_id);
       w.Varint(m.stored);
       w.Varint(m.duplicates);
+      w.Varint(m.rejected);
+      w.Str(m.detail.substr(0, kMaxNackDetailBytes));
       break;
     case MessageType::kNack:
       w.U64(m.batch_id);
@@ -122,18 +148,21 @@ StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size) {
       break;
     }
     case MessageType::kAck: {
-      uint64_t stored = 0, dups = 0;
-      if (!r.U64(&m.batch_id) || !r.Varint(&stored) || !r.Varint(&dups))
+      uint64_t stored = 0, dups = 0, rejected = 0;
+      if (!r.U64(&m.batch_id) || !r.Varint(&stored) || !r.Varint(&dups) || !r.Varint(&rejected))
         return Bad("ACK: truncated");
-      if (stored > kMaxBatchRecords || dups > kMaxBatchRecords) return Bad("ACK counts above 256");
+      if (stored > kMaxBatchRecords || dups > kMaxBatchRecords || rejected > kMaxBatchRecords)
+        return Bad("ACK counts above 256");
+      if (!r.Str(&m.detail, kMaxNackDetailBytes)) return Bad("ACK detail: truncated or too long");
       m.stored = uint32_t(stored);
       m.duplicates = uint32_t(dups);
+      m.rejected = uint32_t(rejected);
       break;
     }
     case MessageType::kNack: {
       uint8_t reason = 0;
       if (!r.U64(&m.batch_id) || !r.U8(&reason)) return Bad("NACK: truncated");
-      if (reason < uint8_t(NackReason::kBadMessage) || reason > uint8_t(NackReason::kQuota)) {
+      if (reason < uint8_t(NackReason::kBadMessage) || reason > uint8_t(NackReason::kUnknownMap)) {
         return Bad("NACK reason " + std::to_string(reason));
       }
       m.reason = NackReason(reason);

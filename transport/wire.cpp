@@ -225,6 +225,10 @@ const char* RejectName(Reject r) {
       return "bad_pose";
     case Reject::kNotMappable:
       return "not_mappable";
+    case Reject::kWrongShape:
+      return "wrong_shape";
+    case Reject::kUnknownTopic:
+      return "unknown_topic";
     case Reject::kCount:
       break;
   }

@@ -236,8 +236,7 @@ int Main(const Args& args) {
         std::lock_guard<std::mutex> l(mu);
         const double settled = m["dejaview_agent_frames_encoded_total"] +
                                m["dejaview_agent_frames_dropped_queue_total"] +
-                               m["dejaview_agent_frames_failed_total"] +
-                               m["dejaview_agent_frames_no_pose_total"];
+                               m["dejaview_agent_frames_failed_total"];
         return !m.empty() && settled >= m["dejaview_agent_frames_in_total"] &&
                double(arrived.size()) >= m["dejaview_agent_frames_encoded_total"];
       },

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -22,6 +23,7 @@
 #include "dejaview/base/kitti.h"
 #include "dejaview/server/storage.h"
 #include "dejaview/transport/spool.h"
+#include "dejaview/transport/wire.h"
 #include "process_util.h"
 #include "testutil.h"
 
@@ -72,6 +74,7 @@ bool WaitFor(const std::function<bool()>& cond, double timeout_s = 20) {
 
 struct Config {
   std::string drive, spool, endpoint;
+  std::string lidar;  // the live source's PUB endpoint; empty: drive (or no source)
   double rate_hz = 0;
   std::string sync = "every_record";
   int budget_kb = 65536;
@@ -82,15 +85,68 @@ struct Config {
 
 std::string WriteConfig(const std::string& path, const Config& c) {
   std::ofstream out(path);
-  out << "vehicle: veh-1\nsensors: [{id: 0, topic: lidar}]\nsource_drive: \"" << c.drive
+  out << "vehicle: veh-1\nsensors: [{id: 0, topic: lidar/}]\nsource_drive: \"" << c.drive
       << "\"\nsource_rate_hz: " << c.rate_hz << "\nqueue_frames: 4\nspool: {dir: " << c.spool
       << ", sync: " << c.sync << ", budget_kb: " << c.budget_kb << ", segment_kb: " << c.segment_kb
       << "}\nupload: {endpoint: \"" << c.endpoint
       << "\", window: 3, batch_records: 4, timeout_ms: " << c.timeout_ms
       << ", backoff_min_ms: 50, backoff_max_ms: 400, " << c.gate
-      << "}\nmetrics_listen: 127.0.0.1:0\nlidar_endpoint: \"\"\n";
+      << "}\nmetrics_listen: 127.0.0.1:0\nlidar_endpoint: \"" << c.lidar << "\"\n";
   return path;
 }
+
+// A LiDAR driver as docs/wire.md describes it: an XPUB (a PUB that also reports subscriptions,
+// so that nothing is published before the agent listens) sending [topic] [body] messages.
+class Driver {
+ public:
+  Driver() : pub_(ctx_, zmq::socket_type::xpub) {
+    pub_.set(zmq::sockopt::linger, 0);
+    pub_.set(zmq::sockopt::xpub_verbose, 1);  // every subscription, also a repeated one
+    pub_.set(zmq::sockopt::rcvtimeo, 200);
+    pub_.bind("tcp://127.0.0.1:0");
+  }
+  std::string endpoint() { return pub_.get(zmq::sockopt::last_endpoint); }
+  // Waits for a subscription to the frame topic (a new or restarted agent's).
+  bool WaitSubscribed(double timeout_s = 20) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < end) {
+      zmq::message_t m;
+      if (!pub_.recv(m, zmq::recv_flags::none)) continue;
+      if (m.size() >= 1 && static_cast<const char*>(m.data())[0] == 1 &&
+          m.to_string().substr(1) == "lidar/")
+        return true;
+    }
+    return false;
+  }
+  void Send(const std::vector<std::string>& parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      pub_.send(zmq::buffer(parts[i]),
+                i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  // Frame `seq` of a synthetic scan (its content depends on salt), with a pose or without.
+  std::string Frame(uint64_t seq, uint32_t salt, bool with_pose, uint32_t nan_points = 0) {
+    PointCloud c;
+    for (uint32_t p = 0; p < 800; ++p) {
+      const uint32_t h = p * 2654435761u ^ (uint32_t(seq) * 40503u + salt);
+      const float x =
+          p < nan_points ? std::numeric_limits<float>::quiet_NaN() : float(h % 4001) * 0.01f;
+      c.push_back(Eigen::Vector3f(x, float((h >> 12) % 3001) * 0.01f, 1.0f), 0.25f);
+    }
+    transport::FrameHeader h;
+    h.sequence = seq;
+    h.sensor_stamp_ns = int64_t(1'700'000'000'000'000'000) + int64_t(seq) * 100'000'000;
+    h.has_pose = with_pose;
+    const std::vector<uint8_t> points = transport::PackPointCloud(c, &h);
+    auto body = transport::EncodeFrame(h, points.data(), points.size());
+    EXPECT_TRUE(body.ok()) << body.status().ToString();
+    return std::string(body->begin(), body->end());
+  }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t pub_;
+};
 
 class System : public ::testing::Test {
  protected:
@@ -122,6 +178,17 @@ class System : public ::testing::Test {
   }
   // Every (sensor, sequence) on the server, and the number of objects in its store (equal to
   // the set's size exactly when nothing was stored twice and no object is left unindexed).
+  // Every (source epoch, sequence) on the server.
+  std::multiset<std::pair<uint64_t, uint64_t>> ServerFrames(size_t* store_records) {
+    auto storage = server::OpenStorage(store_, "", "");
+    EXPECT_TRUE(storage.ok()) << storage.status().ToString();
+    std::multiset<std::pair<uint64_t, uint64_t>> out;
+    const auto rows = storage->index->Query({});
+    EXPECT_TRUE(rows.ok());
+    for (const auto& r : *rows) out.insert({r.source_epoch, r.sequence});
+    *store_records = storage->store->disk()->objects();
+    return out;
+  }
   std::multiset<uint64_t> ServerSequences(size_t* store_records) {
     auto storage = server::OpenStorage(store_, "", "");
     EXPECT_TRUE(storage.ok()) << storage.status().ToString();
@@ -338,6 +405,120 @@ TEST_F(System, TornAndCorruptedSpoolIsRecoveredAndUploaded) {
   const std::string log = *ReadFileText(dir_ + "/agent.log");
   EXPECT_NE(log.find("1 corrupt blocks skipped, 9000 torn bytes truncated"), std::string::npos)
       << log;
+}
+
+// Messages of any shape on the frame and pose topics are rejected, counted by reason, and the
+// agent goes on taking frames; a frame without a pose is coded intra, never dropped; NaN points
+// are counted; SIGTERM still stops the agent cleanly.
+TEST_F(System, MalformedMessagesAreCountedAndTheAgentCarriesOn) {
+  Driver driver;
+  Config c;
+  c.spool = dir_ + "/spool";
+  c.endpoint = "tcp://127.0.0.1:9";  // nobody listens: everything stays in the spool
+  c.lidar = driver.endpoint();
+  int port = 0;
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
+  ASSERT_TRUE(driver.WaitSubscribed());
+  const std::string good = driver.Frame(0, 1, true);
+  driver.Send({"lidar/", good, "extra"});  // three parts
+  driver.Send({"pose/", "x", "y"});
+  driver.Send({"lidar/"});  // one part
+  driver.Send({"lidar/", "DVXX" + good.substr(4)});
+  driver.Send({"lidar/zzz", good});  // shares the subscribed prefix only
+  // One at a time, each waited for: the queue's drop-oldest policy is not under test here.
+  auto publish = [&](const std::string& body) {
+    const double want = test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] + 1;
+    driver.Send({"lidar/", body});
+    return WaitFor(
+        [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] == want; });
+  };
+  for (uint64_t seq = 1; seq <= 5; ++seq) ASSERT_TRUE(publish(driver.Frame(seq, 1, true)));
+  ASSERT_TRUE(publish(driver.Frame(6, 1, true, 3)));
+  // No pose in the frame and none on the pose topic: coded intra after pose_max_gap_ms.
+  for (uint64_t seq = 7; seq <= 8; ++seq) ASSERT_TRUE(publish(driver.Frame(seq, 1, false)));
+  auto m = test::ScrapeMetrics(port);
+  EXPECT_EQ(m["dejaview_agent_frames_in_total"], 8);
+  EXPECT_EQ(m["dejaview_agent_frames_no_pose_total"], 2);
+  EXPECT_EQ(m["dejaview_agent_points_non_finite_total"], 3);
+  EXPECT_EQ(m["dejaview_agent_wire_rejected_total{reason=\"wrong_shape\"}"], 3);
+  EXPECT_EQ(m["dejaview_agent_wire_rejected_total{reason=\"bad_magic\"}"], 1);
+  EXPECT_EQ(m["dejaview_agent_wire_rejected_total{reason=\"unknown_topic\"}"], 1);
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(), 0);
+  EXPECT_EQ(PendingInSpool(c.spool).size(), 8u);
+}
+
+// The driver restarts mid-drive and numbers its frames from 0 again, the agent is killed and
+// the server too, at seeded random points: every frame the agent received and spooled is on
+// the server exactly once (the restarted driver's frames are new frames, not resends).
+TEST_F(System, RestartedSourceAndKillsLoseNoFrameAndStoreNoneTwice) {
+  Driver driver;
+  Config c;
+  c.spool = dir_ + "/spool";
+  c.lidar = driver.endpoint();
+  c.sync = "group_commit";
+  StartServer();
+  c.endpoint = endpoint_;
+  const std::string config = WriteConfig(dir_ + "/agent.yaml", c);
+  std::mt19937 rng(20261207);
+  const uint64_t n = 20;
+  const uint64_t agent_kill = std::uniform_int_distribution<uint64_t>(3, n - 3)(rng);
+  const uint64_t server_kill = std::uniform_int_distribution<uint64_t>(3, n - 3)(rng);
+  int port = 0;
+  auto agent = StartAgent(config, false, &port);
+  ASSERT_TRUE(driver.WaitSubscribed());
+  double encoded_before = 0;  // by earlier runs of the agent
+  // Publishes one frame and waits until this run of the agent has spooled it.
+  auto publish = [&](uint64_t seq, uint32_t run) {
+    const double want = test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] + 1;
+    driver.Send({"lidar/", driver.Frame(seq, run, true)});
+    return WaitFor(
+        [&] { return test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"] == want; });
+  };
+  for (uint64_t seq = 0; seq < n; ++seq) {
+    ASSERT_TRUE(publish(seq, 1)) << "frame " << seq;
+    if (seq == agent_kill) {
+      encoded_before += test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"];
+      agent->Signal(SIGKILL);
+      EXPECT_EQ(agent->Wait(), 128 + SIGKILL);
+      agent = StartAgent(config, false, &port);
+      ASSERT_TRUE(driver.WaitSubscribed());
+    }
+  }
+  // The driver restarts: sequence numbers from 0 again, other scans.
+  for (uint64_t seq = 0; seq < n; ++seq) {
+    ASSERT_TRUE(publish(seq, 2)) << "frame " << seq << " after the restart";
+    if (seq == server_kill) {
+      server_->Signal(SIGKILL);
+      EXPECT_EQ(server_->Wait(), 128 + SIGKILL);
+    }
+  }
+  StartServer();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto m = test::ScrapeMetrics(port);
+        return m.count("dejaview_agent_spool_records_pending") &&
+               m.at("dejaview_agent_spool_records_pending") == 0;
+      },
+      30));
+  EXPECT_EQ(encoded_before + test::ScrapeMetrics(port)["dejaview_agent_frames_encoded_total"],
+            double(2 * n));
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(), 0);
+  server_->Signal(SIGTERM);
+  ASSERT_EQ(server_->Wait(), 0);
+  size_t store_records = 0;
+  const auto on_server = ServerFrames(&store_records);
+  EXPECT_EQ(on_server.size(), 2 * n);
+  using Key = std::pair<uint64_t, uint64_t>;
+  EXPECT_EQ(std::set<Key>(on_server.begin(), on_server.end()).size(), 2 * n);
+  EXPECT_EQ(store_records, 2 * n);
+  // Three subscriptions (start, restart after the kill, and the driver's restart): every
+  // sequence number is on the server twice, under two different epochs.
+  std::map<uint64_t, std::set<uint64_t>> epochs_of;
+  for (const auto& [epoch, seq] : on_server) epochs_of[seq].insert(epoch);
+  ASSERT_EQ(epochs_of.size(), n);
+  for (const auto& [seq, epochs] : epochs_of) EXPECT_EQ(epochs.size(), 2u) << "sequence " << seq;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 
 #include "dejaview/base/drive.h"
@@ -59,6 +60,20 @@ TEST(KittiPoses, RoundTripAndErrors) {
       << bad.status().message();
   ASSERT_TRUE(WriteFileAtomic(dir + "/nan.txt", std::string("1 0 0 0 0 1 0 0 0 0 1 nan\n")).ok());
   EXPECT_FALSE(ReadKittiPoses(dir + "/nan.txt").ok());
+}
+
+// Epoch nanoseconds are written exactly, from the integer, signs and extremes included; the
+// reader takes each line to the nearest double.
+TEST(KittiTimestamps, NanosecondsAreWrittenExactly) {
+  const std::string path = test::ScratchDir() + "/timestamps.txt";
+  ASSERT_TRUE(WriteTimestampsNs(path, {1700000000123456789, 0, 999999999, -5, INT64_MIN}).ok());
+  EXPECT_EQ(ReadFileText(path).value(),
+            "1700000000.123456789\n0.000000000\n0.999999999\n-0.000000005\n"
+            "-9223372036.854775808\n");
+  auto back = ReadTimestamps(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, (std::vector<double>{1700000000.123456789, 0, 0.999999999, -5e-9,
+                                        -9223372036.854775808}));
 }
 
 TEST(Labels, CountMustMatchThePoints) {

@@ -2,6 +2,8 @@
 // processes on one PostgreSQL and one bucket: tests/server/tiered_server_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "dejaview/store/frame_index.h"
 #include "postgres_process.h"
 #include "testutil.h"
@@ -63,8 +65,26 @@ void CheckContract(FrameIndex* index) {
       std::vector<FrameRecord>{Frame("car-2", 0, 4), Frame("car-2", 0, 3), Frame("car-2", 1, 4)});
   ASSERT_TRUE(batch.ok()) << batch.status().ToString();
   EXPECT_EQ(*batch, (std::vector<bool>{true, false, true}));
-  EXPECT_TRUE(*index->Has("car-2", 1, 4));
-  EXPECT_FALSE(*index->Has("car-2", 1, 5));
+  EXPECT_TRUE(*index->Has("car-2", 1, 0, 4));
+  EXPECT_FALSE(*index->Has("car-2", 1, 0, 5));
+  // A restarted source numbers its frames from 0 again in a new epoch: new frames, not resends.
+  // Epochs use all 64 bits (offline drives' have the top bit set).
+  FrameRecord restarted = Frame("car-2", 1, 4);
+  restarted.source_epoch = (uint64_t(1) << 63) | 12345;
+  EXPECT_TRUE(*index->Insert(restarted));
+  EXPECT_FALSE(*index->Insert(restarted));
+  EXPECT_TRUE(*index->Has("car-2", 1, restarted.source_epoch, 4));
+  EXPECT_FALSE(*index->Has("car-2", 1, restarted.source_epoch + 1, 4));
+  FrameQuery by_car2;
+  by_car2.vehicle = "car-2";
+  auto car2 = index->Query(by_car2);
+  ASSERT_TRUE(car2.ok());
+  ASSERT_EQ(car2->size(), 4u);
+  EXPECT_EQ(std::count_if(car2->begin(), car2->end(),
+                          [&](const FrameRecord& r) {
+                            return r.source_epoch == restarted.source_epoch && r.sequence == 4;
+                          }),
+            1);
   // Near a point: x = seq / 3 within 0.5 m of (2, 0, 0) -> sequences 5..7, sensor 0 and 1
   // (y = -0.1 for sensor 1 keeps it inside), over every vehicle and time.
   q = FrameQuery{};

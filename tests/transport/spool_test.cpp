@@ -69,6 +69,43 @@ std::vector<std::string> Segments(const std::string& dir) {
   return out;
 }
 
+struct Extent {
+  uint64_t id;
+  uint64_t begin;  // offset of the record's first fragment
+  uint64_t end;    // offset just past its last fragment
+};
+
+// Where each record of a segment lies, read with the log reader alone.
+std::vector<Extent> Extents(const std::string& segment) {
+  std::vector<Extent> out;
+  auto reader = LogReader::Open(segment);
+  EXPECT_TRUE(reader.ok());
+  if (!reader.ok()) return out;
+  std::vector<uint8_t> body;
+  uint64_t offset = 0;
+  while (*reader->Next(&body, &offset)) {
+    const auto rec = DecodeRecord(body.data(), body.size());
+    EXPECT_TRUE(rec.ok());
+    out.push_back({rec.ok() ? rec->id : UINT64_MAX, offset, reader->end_of_last_record()});
+  }
+  return out;
+}
+
+void FlipBit(const std::string& path, uint64_t offset) {
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekg(std::streamoff(offset));
+  char c;
+  f.get(c);
+  f.seekp(std::streamoff(offset));
+  f.put(char(c ^ 1));
+}
+
+std::vector<uint64_t> Ids(const std::vector<SpoolRecord>& records) {
+  std::vector<uint64_t> ids;
+  for (const auto& r : records) ids.push_back(r.id);
+  return ids;
+}
+
 void ExpectRecord(const SpoolRecord& r, uint64_t seq, size_t size) {
   const RecordMeta m = Meta(seq);
   EXPECT_EQ(r.meta.vehicle, m.vehicle);
@@ -173,44 +210,31 @@ TEST(Spool, GarbageTailIsTornNotCorrupt) {
 TEST(Spool, SkipsCorruptedBlockInTheMiddleAndCountsIt) {
   const std::string dir = test::ScratchDir();
   SpoolOptions o = Options(dir);
-  o.segment_bytes = 1 << 20;                          // one segment, several blocks
-  std::vector<std::pair<uint64_t, uint64_t>> extent;  // [start, end) of each record
+  o.segment_bytes = 1 << 20;  // one segment, several blocks
   {
     auto spool = Spool::Open(o);
     ASSERT_TRUE(spool.ok());
     AppendN(spool->get(), 0, 30, 5000);
   }
   const std::string seg = Segments(dir).back();
-  {
-    auto reader = LogReader::Open(seg);
-    ASSERT_TRUE(reader.ok());
-    std::vector<uint8_t> body;
-    uint64_t off = 0;
-    while (*reader->Next(&body, &off)) extent.emplace_back(off, reader->end_of_last_record());
-  }
+  const std::vector<Extent> extent = Extents(seg);
   ASSERT_EQ(extent.size(), 30u);
-  {
-    // Flip one bit of the CRC of the first fragment in block 1.
-    std::fstream f(seg, std::ios::binary | std::ios::in | std::ios::out);
-    f.seekg(kLogBlockSize);
-    char c;
-    f.get(c);
-    f.seekp(kLogBlockSize);
-    f.put(char(c ^ 1));
-  }
+  FlipBit(seg, kLogBlockSize);  // the CRC of the first fragment in block 1
   std::set<uint64_t> expected;
-  for (uint64_t i = 0; i < 30; ++i) {
-    const bool touches_block1 =
-        extent[i].first < 2 * kLogBlockSize && extent[i].second > kLogBlockSize;
-    if (!touches_block1) expected.insert(i);
+  for (const Extent& e : extent) {
+    const bool touches_block1 = e.begin < 2 * kLogBlockSize && e.end > kLogBlockSize;
+    if (!touches_block1) expected.insert(e.id);
   }
   ASSERT_LT(expected.size(), 30u);
   ASSERT_GT(expected.size(), 20u);
   auto spool = Spool::Open(o);
   ASSERT_TRUE(spool.ok());
-  EXPECT_EQ((*spool)->stats().corrupt_blocks, 1u);
-  EXPECT_EQ((*spool)->stats().torn_tail_bytes, 0u);
-  EXPECT_EQ((*spool)->stats().next_id, 30u);
+  const SpoolStats st = (*spool)->stats();
+  EXPECT_EQ(st.corrupt_blocks, 1u);
+  EXPECT_EQ(st.torn_tail_bytes, 0u);
+  EXPECT_EQ(st.next_id, 30u);
+  EXPECT_EQ(st.records_lost_corrupt, 30 - expected.size());
+  EXPECT_EQ(st.records_pending, expected.size());
   std::set<uint64_t> got;
   for (const auto& r : ReadAll(spool->get())) {
     ExpectRecord(r, r.id, 5000);
@@ -262,16 +286,180 @@ TEST(Spool, CursorIsReplacedAtomically) {
     ASSERT_TRUE(spool.ok());
     EXPECT_EQ((*spool)->stats().acked_below, 4u);
     EXPECT_EQ(ReadAll(spool->get()).front().id, 4u);
+    EXPECT_EQ((*spool)->stats().cursor_resets, 0u);
   }
-  // A damaged cursor is an error naming the file, never a silent resend or loss.
-  auto bytes = ReadFileBytes(dir + "/CURSOR");
-  ASSERT_TRUE(bytes.ok());
-  (*bytes)[9] ^= 0x40;
-  ASSERT_TRUE(WriteFileAtomic(dir + "/CURSOR", *bytes).ok());
+}
+
+// 40 records over several segments, acknowledged up to 25 so that the oldest segments are gone;
+// returns the first id of the oldest segment left.
+uint64_t SpoolAckedTo25(const std::string& dir) {
+  auto spool = Spool::Open(Options(dir));
+  EXPECT_TRUE(spool.ok());
+  if (!spool.ok()) return 0;
+  AppendN(spool->get(), 0, 40, 5000);
+  EXPECT_TRUE((*spool)->Ack(25).ok());
+  const std::vector<Extent> oldest = Extents(Segments(dir).front());
+  EXPECT_FALSE(oldest.empty());
+  return oldest.empty() ? 0 : oldest.front().id;
+}
+
+// After a cursor reset every record still in the segments is pending again, from the oldest
+// (the server deduplicates the resent ones), and the rewritten cursor holds on the next Open.
+void ExpectCursorReset(const std::string& dir, uint64_t oldest) {
+  {
+    auto spool = Spool::Open(Options(dir));
+    ASSERT_TRUE(spool.ok()) << spool.status().ToString();
+    const SpoolStats st = (*spool)->stats();
+    EXPECT_EQ(st.cursor_resets, 1u);
+    EXPECT_EQ(st.acked_below, oldest);
+    EXPECT_EQ(st.next_id, 40u);
+    EXPECT_EQ(st.records_pending, 40 - oldest);
+    EXPECT_EQ(st.oldest_unacked_timestamp_ns, Meta(oldest).timestamp_ns);
+    const auto all = ReadAll(spool->get());
+    std::vector<uint64_t> want(40 - oldest);
+    std::iota(want.begin(), want.end(), oldest);
+    EXPECT_EQ(Ids(all), want);
+    for (const auto& r : all) ExpectRecord(r, r.id, 5000);
+  }
+  auto spool = Spool::Open(Options(dir));
+  ASSERT_TRUE(spool.ok());
+  EXPECT_EQ((*spool)->stats().cursor_resets, 0u);
+  EXPECT_EQ((*spool)->stats().acked_below, oldest);
+}
+
+TEST(Spool, CursorWithAFlippedByteResendsFromTheOldestSegment) {
+  const std::string dir = test::ScratchDir();
+  const uint64_t oldest = SpoolAckedTo25(dir);
+  ASSERT_GT(oldest, 0u);
+  ASSERT_LT(oldest, 25u);
+  FlipBit(dir + "/CURSOR", 9);  // inside acked_below: only the CRC tells
+  ExpectCursorReset(dir, oldest);
+}
+
+TEST(Spool, TruncatedEmptyOrMissingCursorResendsFromTheOldestSegment) {
+  for (const uint64_t size : {uint64_t(10), uint64_t(0), UINT64_MAX}) {
+    SCOPED_TRACE(size == UINT64_MAX ? std::string("missing") : std::to_string(size) + " bytes");
+    const std::string dir = test::ScratchDir();
+    const uint64_t oldest = SpoolAckedTo25(dir);
+    ASSERT_GT(oldest, 0u);
+    if (size == UINT64_MAX) {
+      fs::remove(dir + "/CURSOR");
+    } else {
+      fs::resize_file(dir + "/CURSOR", size);
+    }
+    ExpectCursorReset(dir, oldest);
+  }
+}
+
+TEST(Spool, CursorThatIsNotAFileIsAnError) {
+  const std::string dir = test::ScratchDir();
+  fs::create_directories(dir + "/CURSOR");
   auto spool = Spool::Open(Options(dir));
   ASSERT_FALSE(spool.ok());
-  EXPECT_EQ(spool.status().code(), Status::Code::kCorruption);
   EXPECT_NE(spool.status().message().find("CURSOR"), std::string::npos);
+}
+
+// Records 0..39 over several 64 KiB segments; returns the extents of the segment at index.
+std::vector<Extent> FortyRecords(const std::string& dir, size_t index) {
+  {
+    auto spool = Spool::Open(Options(dir));
+    EXPECT_TRUE(spool.ok());
+    if (spool.ok()) AppendN(spool->get(), 0, 40, 5000);
+  }
+  const auto segs = Segments(dir);
+  EXPECT_GT(segs.size(), index + 1);  // a sealed segment, not the last
+  return segs.size() > index + 1 ? Extents(segs[index]) : std::vector<Extent>{};
+}
+
+TEST(Spool, DamageInTheLastBlockOfASealedSegmentIsCountedNotTorn) {
+  const std::string dir = test::ScratchDir();
+  const std::vector<Extent> extent = FortyRecords(dir, 0);
+  ASSERT_FALSE(extent.empty());
+  const std::string seg = Segments(dir)[0];
+  const uint64_t last_block = (fs::file_size(seg) - 1) / kLogBlockSize * kLogBlockSize;
+  ASSERT_GT(last_block, 0u);
+  FlipBit(seg, last_block);  // the CRC of the first fragment in the segment's last block
+  ASSERT_EQ(extent.back().id + 1, extent.size());  // the oldest segment holds ids 0, 1, ...
+  std::vector<uint64_t> intact, lost;
+  for (uint64_t id = 0; id < 40; ++id) {
+    const bool in_last_block = id < extent.size() && extent[id].end > last_block;
+    (in_last_block ? lost : intact).push_back(id);
+  }
+  ASSERT_GE(lost.size(), 2u);
+  auto spool = Spool::Open(Options(dir));
+  ASSERT_TRUE(spool.ok());
+  SpoolStats st = (*spool)->stats();
+  EXPECT_EQ(st.corrupt_blocks, 1u);
+  EXPECT_EQ(st.records_lost_corrupt, lost.size());
+  EXPECT_EQ(st.torn_tail_bytes, 0u);
+  EXPECT_EQ(st.next_id, 40u);
+  EXPECT_EQ(st.records_pending, intact.size());
+  const auto all = ReadAll(spool->get());
+  EXPECT_EQ(Ids(all), intact);
+  for (const auto& r : all) ExpectRecord(r, r.id, 5000);
+  // Reading over the damage again finds nothing new.
+  EXPECT_EQ((*spool)->stats().corrupt_blocks, 1u);
+  EXPECT_EQ((*spool)->stats().records_lost_corrupt, lost.size());
+  // Acknowledging up to the lost records moves the cursor past them: nothing waits for them.
+  ASSERT_TRUE((*spool)->Ack(lost.front()).ok());
+  st = (*spool)->stats();
+  EXPECT_EQ(st.acked_below, lost.back() + 1);
+  EXPECT_EQ(st.records_pending, 40 - lost.back() - 1);
+  EXPECT_EQ(st.oldest_unacked_timestamp_ns, Meta(lost.back() + 1).timestamp_ns);
+  EXPECT_EQ(Ids(ReadAll(spool->get())).front(), lost.back() + 1);
+}
+
+TEST(Spool, TruncatedSealedSegmentIsCountedNotTorn) {
+  const std::string dir = test::ScratchDir();
+  const std::vector<Extent> extent = FortyRecords(dir, 0);
+  ASSERT_FALSE(extent.empty());
+  const std::string seg = Segments(dir)[0];
+  fs::resize_file(seg, fs::file_size(seg) - 1000);  // the last record loses its end
+  auto spool = Spool::Open(Options(dir));
+  ASSERT_TRUE(spool.ok());
+  const SpoolStats st = (*spool)->stats();
+  EXPECT_EQ(st.corrupt_blocks, 1u);
+  EXPECT_EQ(st.records_lost_corrupt, 1u);
+  EXPECT_EQ(st.torn_tail_bytes, 0u);
+  EXPECT_EQ(st.records_pending, 39u);
+  std::vector<uint64_t> want;
+  for (uint64_t id = 0; id < 40; ++id) {
+    if (id != extent.back().id) want.push_back(id);
+  }
+  EXPECT_EQ(Ids(ReadAll(spool->get())), want);
+}
+
+TEST(Spool, ReadCountsDamageFoundAfterOpenOnce) {
+  const std::string dir = test::ScratchDir();
+  {
+    auto spool = Spool::Open(Options(dir));
+    ASSERT_TRUE(spool.ok());
+    AppendN(spool->get(), 0, 40, 5000);
+  }
+  const auto segs = Segments(dir);
+  ASSERT_GT(segs.size(), 2u);
+  auto spool = Spool::Open(Options(dir));
+  ASSERT_TRUE(spool.ok());
+  ASSERT_EQ((*spool)->stats().corrupt_blocks, 0u);
+  // Damage while the spool is open: the last block of the second (sealed) segment.
+  const std::vector<Extent> extent = Extents(segs[1]);
+  const uint64_t last_block = (fs::file_size(segs[1]) - 1) / kLogBlockSize * kLogBlockSize;
+  ASSERT_GT(last_block, 0u);
+  FlipBit(segs[1], last_block);
+  std::set<uint64_t> lost;
+  for (const Extent& e : extent) {
+    if (e.end > last_block) lost.insert(e.id);
+  }
+  ASSERT_GE(lost.size(), 2u);
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto all = ReadAll(spool->get());
+    EXPECT_EQ(all.size(), 40 - lost.size());
+    for (const auto& r : all) EXPECT_EQ(lost.count(r.id), 0u);
+    const SpoolStats st = (*spool)->stats();
+    EXPECT_EQ(st.corrupt_blocks, 1u);
+    EXPECT_EQ(st.records_lost_corrupt, lost.size());
+    EXPECT_EQ(st.records_pending, 40 - lost.size());
+  }
 }
 
 TEST(Spool, BudgetDropsOldestSegmentsAndCountsRecords) {

@@ -4,9 +4,15 @@
 
 #include <lz4.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/file_util.h"
@@ -223,9 +229,97 @@ TEST(WireGolden, Float64LayoutMapsToPointCloud) {
   ASSERT_TRUE(cloud.ok());
   ASSERT_EQ(cloud->size(), 2u);
   EXPECT_EQ(cloud->xyz[1], Eigen::Vector3f(0.2f, 0.4f, -0.3f));
-  EXPECT_EQ(cloud->intensity[1], 201.0f);
+  EXPECT_EQ(cloud->intensity[1], float(201.0 / 255.0));  // uint8: divided by 255
   EXPECT_FALSE(cloud->has_ring());
   EXPECT_EQ(cloud->time_offset_s[1], 0.05f);
+}
+
+// The intensities ToPointCloud makes of `values` stored as an intensity field of `type` (at
+// offset 12 of the 16-byte x y z float32 layout).
+std::vector<float> IntensitiesOf(uint8_t type, const std::vector<double>& values) {
+  RawMsg m;
+  m.count = uint32_t(values.size());
+  m.fields[3].type = type;
+  m.points.assign(values.size() * 16, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint8_t* p = m.points.data() + i * 16 + 12;
+    const double v = values[i];
+    switch (DataType(type)) {
+      case DataType::kInt8:
+        *p = uint8_t(int8_t(v));
+        break;
+      case DataType::kUint8:
+        *p = uint8_t(v);
+        break;
+      case DataType::kInt16: {
+        const int16_t x = int16_t(v);
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DataType::kUint16: {
+        const uint16_t x = uint16_t(v);
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DataType::kInt32: {
+        const int32_t x = int32_t(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DataType::kUint32: {
+        const uint32_t x = uint32_t(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DataType::kFloat32: {
+        const float x = float(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DataType::kFloat64:
+        ADD_FAILURE() << "float64 does not fit 4 bytes";
+        break;
+    }
+  }
+  const auto bytes = m.Bytes();
+  auto frame = DecodeFrame(bytes.data(), bytes.size(), nullptr);
+  EXPECT_TRUE(frame.ok()) << frame.status().ToString();
+  auto cloud = ToPointCloud(*frame, nullptr);
+  EXPECT_TRUE(cloud.ok()) << cloud.status().ToString();
+  return cloud->intensity;
+}
+
+TEST(WireMapping, IntegerIntensityIsDividedByTheLargestValueOfItsType) {
+  std::vector<double> every_u16(65536);
+  for (size_t v = 0; v < every_u16.size(); ++v) every_u16[v] = double(v);
+  const std::vector<float> got = IntensitiesOf(uint8_t(DataType::kUint16), every_u16);
+  ASSERT_EQ(got.size(), every_u16.size());
+  for (size_t v = 0; v < got.size(); ++v) {
+    ASSERT_EQ(got[v], float(double(v) / 65535.0)) << v;
+    // Within half the codec's intensity step: it codes round(63 * intensity) (delta-format.md).
+    ASSERT_LE(std::abs(std::round(63.0 * got[v]) / 63.0 - double(v) / 65535.0), 0.5 / 63 + 1e-7)
+        << v;
+  }
+  EXPECT_EQ(got.front(), 0.0f);
+  EXPECT_EQ(got.back(), 1.0f);
+  // Every integer type: its largest value is 1, 0 is 0, a signed type's lowest is below 0.
+  const struct {
+    DataType type;
+    double lowest, largest;
+  } types[] = {{DataType::kInt8, -128, 127},
+               {DataType::kUint8, 0, 255},
+               {DataType::kInt16, -32768, 32767},
+               {DataType::kInt32, -2147483648.0, 2147483647.0},
+               {DataType::kUint32, 0, 4294967295.0}};
+  for (const auto& t : types) {
+    const auto v = IntensitiesOf(uint8_t(t.type), {t.lowest, 0, t.largest, 100});
+    EXPECT_EQ(v,
+              (std::vector<float>{float(t.lowest / t.largest), 0.0f, 1.0f, float(100 / t.largest)}))
+        << int(t.type);
+  }
+  // Floats are taken as they are (the codec clamps to [0, 1]).
+  EXPECT_EQ(IntensitiesOf(uint8_t(DataType::kFloat32), {0.25, 30.0, -1.0, 0.1}),
+            (std::vector<float>{0.25f, 30.0f, -1.0f, 0.1f}));
 }
 
 TEST(WireRoundTrip, RealKittiFrameIsBitExactWithAndWithoutLz4) {
@@ -466,6 +560,78 @@ TEST(WirePose, RoundTripAndRejections) {
   EXPECT_EQ(counters.rejected[size_t(Reject::kTrailingBytes)], 1u);
   EXPECT_EQ(counters.rejected[size_t(Reject::kTruncated)], 1u);
   EXPECT_EQ(counters.Total(), 4u);
+}
+
+// A pose body carrying the rotation R (translation 1 2 3, covariance 0), and whether the wire
+// takes it: accepted poses must come back bit-exactly.
+bool PoseAccepted(const Eigen::Matrix3d& R) {
+  PoseMessage p;
+  p.T_map_sensor.linear() = R;
+  p.T_map_sensor.translation() = Eigen::Vector3d(1, 2, 3);
+  const auto bytes = EncodePose(p);
+  auto back = DecodePose(bytes.data(), bytes.size(), nullptr);
+  if (!back.ok()) {
+    EXPECT_NE(back.status().message().find("rotation is not orthonormal"), std::string::npos)
+        << back.status().message();
+    return false;
+  }
+  EXPECT_EQ(back->T_map_sensor.matrix(), p.T_map_sensor.matrix());
+  return true;
+}
+
+TEST(WirePose, OrthonormalMeansEveryElementOfRtRMinusIWithin1e5) {
+  // R = I but R(0, 1) = e: R^T R - I has e at (0, 1) and (1, 0), e^2 at (1, 1), so its max-abs
+  // norm is e (its Frobenius norm is 1.41 e).
+  for (const auto& [e, ok] : {std::pair{0.99e-5, true}, std::pair{1.01e-5, false}}) {
+    Eigen::Matrix3d R = Eigen::Matrix3d::Identity();
+    R(0, 1) = e;
+    EXPECT_EQ(PoseAccepted(R), ok) << e;
+  }
+  EXPECT_FALSE(PoseAccepted(Eigen::Vector3d(1, 1, -1).asDiagonal()));  // a reflection
+  EXPECT_FALSE(PoseAccepted(1.00001 * Eigen::Matrix3d::Identity()));   // a 1e-5 scale
+}
+
+TEST(WirePose, RotationsStoredAsFloatOrWith6To9DigitsCrossVerbatim) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> angle(-EIGEN_PI, EIGEN_PI);
+  const auto printed = [](const char* format) {
+    return [format](double v) {
+      char buf[40];
+      std::snprintf(buf, sizeof(buf), format, v);
+      return std::strtod(buf, nullptr);
+    };
+  };
+  const std::vector<std::pair<const char*, std::function<double(double)>>> storages = {
+      {"float32", [](double v) { return double(float(v)); }},
+      {"6 digits", printed("%.5e")},
+      {"7 digits", printed("%.6e")},
+      {"9 digits", printed("%.8e")},
+      {"6 decimals", printed("%.6f")}};
+  for (int i = 0; i < 2000; ++i) {
+    const Eigen::Matrix3d R = (Eigen::AngleAxisd(angle(rng), Eigen::Vector3d::UnitZ()) *
+                               Eigen::AngleAxisd(angle(rng) / 2, Eigen::Vector3d::UnitY()) *
+                               Eigen::AngleAxisd(angle(rng), Eigen::Vector3d::UnitX()))
+                                  .toRotationMatrix();
+    for (const auto& [name, store] : storages) {
+      ASSERT_TRUE(PoseAccepted(R.unaryExpr(store))) << name << ", rotation " << i;
+    }
+  }
+}
+
+TEST(WirePose, KittiPosesTxtRowsCrossVerbatim) {
+  auto text = ReadFileText(test::KittiSeq("00") + "/poses.txt");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  std::istringstream in(*text);
+  std::array<double, 12> v{};
+  size_t rows = 0;
+  while (in >> v[0]) {
+    for (int k = 1; k < 12; ++k) ASSERT_TRUE(in >> v[k]);
+    Eigen::Matrix3d R;
+    R << v[0], v[1], v[2], v[4], v[5], v[6], v[8], v[9], v[10];
+    EXPECT_TRUE(PoseAccepted(R)) << "row " << rows;
+    ++rows;
+  }
+  EXPECT_GT(rows, 0u);
 }
 
 }  // namespace

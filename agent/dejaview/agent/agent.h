@@ -17,23 +17,31 @@
 #include "dejaview/base/point_cloud.h"
 #include "dejaview/base/pose.h"
 #include "dejaview/transport/spool.h"
+#include "dejaview/transport/wire.h"
 
 namespace dv::agent {
 
 struct Frame {
   uint32_t sensor_id = 0;
+  uint64_t source_epoch = 0;  // with sequence, the frame's name (transport::RecordMeta)
   uint64_t sequence = 0;
   int64_t timestamp_ns = 0;
   PointCloud cloud;
+  bool has_pose = false;                 // false: coded intra, without the map
   Pose T_map_sensor = Pose::Identity();  // the localisation prior at timestamp_ns
 };
 
 struct AgentStats {
   std::atomic<uint64_t> frames_in{0};
   std::atomic<uint64_t> frames_encoded{0};
-  std::atomic<uint64_t> frames_failed{0};   // encoder or spool error, logged
-  std::atomic<uint64_t> frames_no_pose{0};  // no pose at the frame's stamp: dropped, counted
-  std::atomic<uint64_t> bytes_raw{0};       // 16 bytes per point (xyz + intensity float32)
+  std::atomic<uint64_t> frames_failed{0};      // encoder or spool error, logged
+  std::atomic<uint64_t> frames_no_pose{0};     // no pose at the frame's stamp: coded intra
+  std::atomic<uint64_t> points_non_finite{0};  // dropped by the encoder (NaN/Inf coordinates)
+  // Live messages rejected, by transport::Reject reason (the subscriber's WireCounters).
+  std::atomic<uint64_t> wire_rejected[size_t(transport::Reject::kCount)] = {};
+  std::atomic<uint64_t> source_epochs{0};
+  std::atomic<uint64_t> epoch_write_errors{0};
+  std::atomic<uint64_t> bytes_raw{0};  // 16 bytes per point (xyz + intensity float32)
   std::atomic<uint64_t> bytes_encoded{0};
   static constexpr int kBuckets = 10;
   static constexpr double kBucketMs[kBuckets] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};

@@ -30,6 +30,8 @@ struct UploaderStats {
   std::atomic<uint64_t> auth_refused{0};      // HELLOs the server refused for this key
   std::atomic<uint64_t> records_acked{0};
   std::atomic<uint64_t> records_duplicate{0};
+  // Refused by the server as unreadable (ACK's rejected count, or a rejected batch's records).
+  std::atomic<uint64_t> records_rejected{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> inflight{0};

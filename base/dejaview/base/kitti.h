@@ -32,6 +32,9 @@ StatusOr<std::vector<double>> ParseTimestamps(const std::string& text, const std
 Status WriteKittiPoses(const std::string& path, const std::vector<Pose>& poses);
 StatusOr<std::vector<double>> ReadTimestamps(const std::string& path);
 Status WriteTimestamps(const std::string& path, const std::vector<double>& seconds);
+// Epoch times: seconds with exactly nine decimals, written from the integer nanoseconds
+// ("1700000000.123456789"); a double holds 1.7e9 s only to about 238 ns, a %.9e line to 1 s.
+Status WriteTimestampsNs(const std::string& path, const std::vector<int64_t>& ns);
 
 // SemanticKITTI labels; expected_points is checked against the file length.
 StatusOr<std::vector<uint32_t>> ReadLabels(const std::string& path, size_t expected_points);

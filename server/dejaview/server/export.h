@@ -29,10 +29,15 @@ struct ExportOptions {
   store::ReadOptions read;  // which tiers, how far ahead
 };
 
+// A frame that cannot be reconstructed is skipped and reported, never the end of an export.
+constexpr size_t kMaxSkippedReported = 100;
+
 struct ExportStats {
   size_t frames = 0, batches = 0, points = 0;
-  uint64_t stored_bytes = 0;  // objects read from the store
-  uint64_t output_bytes = 0;  // reconstructed x, y, z, intensity (16 bytes a point)
+  size_t frames_skipped = 0;
+  std::vector<std::string> skipped;  // why, for the first kMaxSkippedReported skipped frames
+  uint64_t stored_bytes = 0;         // objects read from the store
+  uint64_t output_bytes = 0;         // reconstructed x, y, z, intensity (16 bytes a point)
   double seconds = 0;
   double frames_per_s() const { return seconds > 0 ? double(frames) / seconds : 0; }
   double output_mb_per_s() const { return seconds > 0 ? double(output_bytes) / seconds / 1e6 : 0; }

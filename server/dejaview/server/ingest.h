@@ -1,10 +1,10 @@
 // The server's ingest: answers upload-protocol messages (docs/upload-protocol.md) from many
 // agents on one ROUTER socket. Each record is one object of the tiered store (docs/store.md),
 // durable on the local disk tier before the frame index commits it; a batch is ACKed only after
-// both. (vehicle, sensor, sequence) already indexed -- by this server or by another one sharing
-// the index -- or repeated inside the batch counts as a duplicate and is not stored again. The
-// store's copier moves committed objects to the remote tier lazily, off the acknowledged path.
-// With CURVE, every message is bound to the vehicle its connection's key is enrolled as
+// both. (vehicle, sensor, source epoch, sequence) already indexed -- by this server or by another
+// one sharing the index -- or repeated inside the batch counts as a duplicate and is not stored
+// again. The store's copier moves committed objects to the remote tier lazily, off the acknowledged
+// path. With CURVE, every message is bound to the vehicle its connection's key is enrolled as
 // (KeyRing); limits per vehicle (rate, storage quota) answer with a NACK the agent retries.
 #pragma once
 
@@ -34,6 +34,8 @@ struct IngestStats {
   uint64_t auth_revoked = 0;        // messages on a connection whose key was since revoked
   uint64_t throttled = 0;           // DATA above the vehicle's rate limit
   uint64_t over_quota = 0;          // DATA above the vehicle's storage quota
+  uint64_t records_rejected = 0;    // payloads that are not a readable delta frame: not stored
+  uint64_t unknown_map = 0;         // DATA naming a map version the maps root does not have
   uint64_t key_reloads = 0;
   uint64_t key_files_rejected = 0;  // skipped at load or reload (see the log)
 };
@@ -61,6 +63,9 @@ class Ingest {
                             size_t size);
   // A reloaded keys directory: connections whose key is gone are refused from the next message.
   void SetKeys(const KeyRing* keys) { keys_ = keys; }
+  // With a maps root, a delta frame whose map version is not in it is deferred (NACK
+  // UNKNOWN_MAP): stored, it could not be reconstructed.
+  void SetMapsRoot(std::string root) { maps_root_ = std::move(root); }
   IngestStats* mutable_stats() { return &stats_; }
   const IngestStats& stats() const { return stats_; }
 
@@ -78,12 +83,15 @@ class Ingest {
   transport::Message HandleData(const std::string& peer, transport::Message msg, size_t size);
   // False (and counts it) when the vehicle is over its rate limit.
   bool Admit(Vehicle* v, size_t bytes);
+  bool MapKnown(const std::string& version);
   store::Store* store_;
   store::FrameIndex* index_;
   IngestLimits limits_;
   const KeyRing* keys_;
   std::map<std::string, Peer> peers_;
   std::map<std::string, Vehicle> vehicles_;
+  std::string maps_root_;
+  std::set<std::string> known_maps_;
   IngestStats stats_;
 };
 

@@ -16,7 +16,12 @@ namespace dv::server {
 class KeyRing {
  public:
   // problems: one line per skipped file (name and reason), for the log and the reload counter.
-  static StatusOr<KeyRing> Load(const std::string& dir, std::vector<std::string>* problems);
+  // One key identifies one vehicle. When several files hold the same key, the vehicle it was
+  // enrolled as in previous (the ring in force, on a reload) keeps it; failing that, the file
+  // modified first, then the smaller vehicle name: a copy of a key made later never takes the
+  // vehicle's identity, whatever its name sorts as. The others are refused, each a problem.
+  static StatusOr<KeyRing> Load(const std::string& dir, std::vector<std::string>* problems,
+                                const KeyRing* previous = nullptr);
 
   // The vehicle enrolled with this Z85 public key, or null.
   const std::string* VehicleOf(const std::string& public_z85) const;

@@ -16,22 +16,25 @@ using Row = std::vector<std::string>;
 
 // One schema and one set of statements for both back ends: parameters are $1..$N in order of
 // first use (SQLite numbers named parameters that way too) and travel as text, which SQLite's
-// column affinity and PostgreSQL's typed columns both convert. sequence is a signed 64-bit
-// integer holding the same bits.
+// column affinity and PostgreSQL's typed columns both convert. source_epoch and sequence are
+// signed 64-bit integers holding the same bits.
 constexpr const char* kCreateTable =
     "CREATE TABLE IF NOT EXISTS frames (vehicle TEXT NOT NULL, sensor_id BIGINT NOT NULL,"
-    " sequence BIGINT NOT NULL, drive TEXT NOT NULL, timestamp_ns BIGINT NOT NULL,"
+    " source_epoch BIGINT NOT NULL, sequence BIGINT NOT NULL, drive TEXT NOT NULL, timestamp_ns "
+    "BIGINT NOT NULL,"
     " map_version TEXT NOT NULL, tx DOUBLE PRECISION NOT NULL, ty DOUBLE PRECISION NOT NULL,"
     " tz DOUBLE PRECISION NOT NULL, qw DOUBLE PRECISION NOT NULL, qx DOUBLE PRECISION NOT NULL,"
     " qy DOUBLE PRECISION NOT NULL, qz DOUBLE PRECISION NOT NULL, bytes BIGINT NOT NULL,"
-    " object TEXT NOT NULL, PRIMARY KEY (vehicle, sensor_id, sequence))";
+    " object TEXT NOT NULL, PRIMARY KEY (vehicle, sensor_id, source_epoch, sequence))";
 constexpr const char* kCreateIndex =
     "CREATE INDEX IF NOT EXISTS frames_by_time ON frames (vehicle, timestamp_ns)";
 constexpr const char* kInsert =
-    "INSERT INTO frames VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+    "INSERT INTO frames VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
+    " $16)"
     " ON CONFLICT DO NOTHING RETURNING 1";
 constexpr const char* kColumns =
-    "SELECT vehicle, sensor_id, sequence, drive, timestamp_ns, map_version, tx, ty, tz, qw, qx,"
+    "SELECT vehicle, sensor_id, source_epoch, sequence, drive, timestamp_ns, map_version, tx, ty, "
+    "tz, qw, qx,"
     " qy, qz, bytes, object FROM frames";
 
 std::string Num(double v) {
@@ -45,6 +48,7 @@ Row ToParams(const FrameRecord& r) {
   const Eigen::Quaterniond q(r.T_map_sensor.rotation());
   return {r.vehicle,
           std::to_string(r.sensor_id),
+          std::to_string(int64_t(r.source_epoch)),
           std::to_string(int64_t(r.sequence)),
           r.drive,
           std::to_string(r.timestamp_ns),
@@ -61,26 +65,27 @@ Row ToParams(const FrameRecord& r) {
 }
 
 StatusOr<FrameRecord> FromRow(const Row& v, const std::string& where) {
-  if (v.size() != 15) return Status::Corruption(where + ": frames row has the wrong shape");
+  if (v.size() != 16) return Status::Corruption(where + ": frames row has the wrong shape");
   FrameRecord r;
   try {
     r.vehicle = v[0];
     r.sensor_id = uint32_t(std::stoll(v[1]));
-    r.sequence = uint64_t(std::stoll(v[2]));
-    r.drive = v[3];
-    r.timestamp_ns = std::stoll(v[4]);
-    r.map_version = v[5];
+    r.source_epoch = uint64_t(std::stoll(v[2]));
+    r.sequence = uint64_t(std::stoll(v[3]));
+    r.drive = v[4];
+    r.timestamp_ns = std::stoll(v[5]);
+    r.map_version = v[6];
     double p[7];
-    for (int i = 0; i < 7; ++i) p[i] = std::stod(v[6 + i]);
+    for (int i = 0; i < 7; ++i) p[i] = std::stod(v[7 + i]);
     r.T_map_sensor = Pose::Identity();
     r.T_map_sensor.linear() =
         Eigen::Quaterniond(p[3], p[4], p[5], p[6]).normalized().toRotationMatrix();
     r.T_map_sensor.translation() = Eigen::Vector3d(p[0], p[1], p[2]);
-    r.bytes = uint64_t(std::stoll(v[13]));
+    r.bytes = uint64_t(std::stoll(v[14]));
   } catch (const std::exception&) {  // std::sto* report bad text only by exception
     return Status::Corruption(where + ": frames row of " + v[0] + " holds a non-number");
   }
-  auto id = ObjectId::FromHex(v[14]);
+  auto id = ObjectId::FromHex(v[15]);
   if (!id.ok()) return Status::Corruption(where + ": frames.object: " + id.status().message());
   r.object = *id;
   return r;
@@ -186,8 +191,8 @@ class SqlFrameIndex : public FrameIndex {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       const FrameRecord &x = records[a], &y = records[b];
-      return std::tie(x.vehicle, x.sensor_id, x.sequence) <
-             std::tie(y.vehicle, y.sensor_id, y.sequence);
+      return std::tie(x.vehicle, x.sensor_id, x.source_epoch, x.sequence) <
+             std::tie(y.vehicle, y.sensor_id, y.source_epoch, y.sequence);
     });
     DV_RETURN_IF_ERROR(sql_->Run(sql_->begin(), {}).status());
     std::vector<bool> fresh(records.size());
@@ -203,12 +208,15 @@ class SqlFrameIndex : public FrameIndex {
     return fresh;
   }
 
-  StatusOr<bool> Has(const std::string& vehicle, uint32_t sensor, uint64_t sequence) override {
+  StatusOr<bool> Has(const std::string& vehicle, uint32_t sensor, uint64_t source_epoch,
+                     uint64_t sequence) override {
     std::lock_guard<std::mutex> lock(mu_);
     DV_ASSIGN_OR_RETURN(
         const auto rows,
-        sql_->Run("SELECT 1 FROM frames WHERE vehicle = $1 AND sensor_id = $2 AND sequence = $3",
-                  {vehicle, std::to_string(sensor), std::to_string(int64_t(sequence))}));
+        sql_->Run("SELECT 1 FROM frames WHERE vehicle = $1 AND sensor_id = $2 AND"
+                  " source_epoch = $3 AND sequence = $4",
+                  {vehicle, std::to_string(sensor), std::to_string(int64_t(source_epoch)),
+                   std::to_string(int64_t(sequence))}));
     return !rows.empty();
   }
 

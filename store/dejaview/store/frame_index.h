@@ -1,4 +1,5 @@
-// Frame index: where each stored frame is, keyed by (vehicle, sensor, sequence), with what the
+// Frame index: where each stored frame is, keyed by (vehicle, sensor, source epoch, sequence)
+// (transport::RecordMeta says why), with what the
 // forensic look-up and the training export filter on (time, position). SQLite is the embedded
 // default; PostgreSQL is the fleet back end behind the same interface, so that several ingest
 // servers share one index and deduplicate against each other. A caller may rely on: for one
@@ -23,6 +24,7 @@ struct FrameRecord {
   std::string vehicle;
   std::string drive;
   uint32_t sensor_id = 0;
+  uint64_t source_epoch = 0;
   uint64_t sequence = 0;
   int64_t timestamp_ns = 0;
   std::string map_version;  // empty: intra-coded
@@ -44,7 +46,8 @@ class FrameIndex {
   virtual ~FrameIndex() = default;
   // One transaction; element i is true when records[i] is new (this call recorded it).
   virtual StatusOr<std::vector<bool>> Insert(const std::vector<FrameRecord>& records) = 0;
-  virtual StatusOr<bool> Has(const std::string& vehicle, uint32_t sensor, uint64_t sequence) = 0;
+  virtual StatusOr<bool> Has(const std::string& vehicle, uint32_t sensor, uint64_t source_epoch,
+                             uint64_t sequence) = 0;
   // Frames matching q, by vehicle, timestamp, sensor, sequence.
   virtual StatusOr<std::vector<FrameRecord>> Query(const FrameQuery& q) = 0;
   virtual StatusOr<uint64_t> Count() = 0;

@@ -5,8 +5,12 @@
 //     the next Append), so a power cut loses at most that window; kill -9 loses nothing.
 //   - Record ids are dense and increasing across restarts; Ack(n) persists "every id < n is
 //     acknowledged" atomically and records below it are never returned again.
-//   - Open recovers: a torn tail of the last segment is truncated, damaged blocks elsewhere are
-//     skipped and counted, every intact record before them is kept.
+//   - Open recovers: a torn tail of the last segment is truncated, damaged blocks elsewhere
+//     (the end of a sealed segment included) are skipped and counted, every intact record is
+//     kept. Records lost to damage are counted in records_lost_corrupt and acknowledged on their
+//     behalf once the cursor reaches them. A CURSOR that cannot be trusted is reset to the
+//     oldest segment (cursor_resets): everything still on disk is resent, the server
+//     deduplicates.
 //   - Over budget_bytes, the oldest sealed segment is dropped (its records counted in
 //     records_dropped_budget and acknowledged on their behalf) so recording never stops.
 // Thread-safe: encoder threads append while the uploader reads and acks.
@@ -14,10 +18,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dejaview/base/pose.h"
@@ -32,6 +40,10 @@ struct RecordMeta {
   std::string vehicle;
   std::string drive;
   uint32_t sensor_id = 0;
+  // (vehicle, sensor_id, source_epoch, sequence) names one frame, the server's deduplication
+  // key: the agent starts a new epoch whenever the source's sequence numbers may start again
+  // (each subscription, each driver restart), so a restarted source is never a resend.
+  uint64_t source_epoch = 0;
   uint64_t sequence = 0;
   int64_t timestamp_ns = 0;
   std::string map_version;  // empty: intra-coded
@@ -69,9 +81,18 @@ struct SpoolStats {
   uint64_t records_appended = 0;  // since Open
   uint64_t records_dropped_budget = 0;
   uint64_t segments_dropped_budget = 0;
-  uint64_t corrupt_blocks = 0;              // skipped while reading (recovery and reads)
-  uint64_t torn_tail_bytes = 0;             // truncated at Open
-  int64_t oldest_unacked_timestamp_ns = 0;  // 0 when everything is acknowledged
+  // Damaged blocks found since Open (recovery and reads), each block once.
+  uint64_t corrupt_blocks = 0;
+  // Unacknowledged record ids found missing since Open (gaps in the dense ids left by damage or
+  // a missing segment file), each id once.
+  uint64_t records_lost_corrupt = 0;
+  uint64_t torn_tail_bytes = 0;  // truncated at Open
+  // 1 when Open found CURSOR damaged, cut short or missing after acknowledgements and reset it
+  // to the oldest segment's first id.
+  uint64_t cursor_resets = 0;
+  // Unacknowledged records still readable: next_id - acked_below less the lost ids among them.
+  uint64_t records_pending = 0;
+  int64_t oldest_unacked_timestamp_ns = 0;  // 0 when nothing is pending
 };
 
 class Spool {
@@ -99,10 +120,25 @@ class Spool {
   };
   explicit Spool(SpoolOptions options) : options_(std::move(options)) {}
   Status Recover();
+  Status LoadCursor();
   Status OpenNewSegment();
   Status WriteCursor(uint64_t acked_below);
+  // Persists every id < acked_below (and the lost ids that follow) as acknowledged, seals a
+  // fully acknowledged active segment and deletes what is no longer needed.
+  Status Acknowledge(uint64_t acked_below);
   Status DeleteAckedSegments();
   Status EnforceBudget();
+  // Reads segments_[i] from start_offset and passes each intact record with id >= from to
+  // on_record (with the offset where it ends), in order, until on_record returns false. Damage
+  // is counted in corrupt_blocks and the ids it cost in records_lost_corrupt. end_id is where
+  // the segment's ids end; nullopt for the segment a crash may have torn, whose damage after
+  // the last intact record is the torn tail. Returns the end of the last intact record.
+  StatusOr<uint64_t> ScanSegment(
+      size_t i, uint64_t start_offset, uint64_t from, std::optional<uint64_t> end_id,
+      const std::function<bool(SpoolRecord&& record, uint64_t end_offset)>& on_record);
+  void NoteDamagedBlock(uint64_t segment, uint64_t block_offset);
+  void NoteLost(uint64_t begin_id, uint64_t end_id);
+  uint64_t LostIn(uint64_t begin_id, uint64_t end_id) const;
   std::string SegmentPath(uint64_t first_id) const;
 
   const SpoolOptions options_;
@@ -112,6 +148,10 @@ class Spool {
   bool dirty_ = false;
   std::chrono::steady_clock::time_point last_sync_;
   SpoolStats stats_;
+  // Unacknowledged ids lost to damage, as [begin, end) by begin, all >= acked_below.
+  std::map<uint64_t, uint64_t> lost_;
+  // (segment first id, block offset) of every block counted in corrupt_blocks.
+  std::set<std::pair<uint64_t, uint64_t>> damaged_;
   struct ReadHint {
     uint64_t segment = UINT64_MAX;  // first id of the segment the last Read ended in
     uint64_t next_id = 0;           // the id after the last record returned

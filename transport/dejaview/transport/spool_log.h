@@ -61,9 +61,11 @@ class LogWriter {
 };
 
 // Reads the logical records of a file in order, block by block (bounded memory: one block plus
-// the record being assembled). Damage is skipped and counted, never fatal: a fragment with a
-// bad CRC or an impossible length drops the rest of its block; a record whose fragments do not
-// chain (FIRST without LAST) is dropped.
+// the record being assembled, and the offsets of damaged blocks). Damage is skipped and noted,
+// never fatal: a fragment with a bad CRC or an impossible length drops the rest of its block; a
+// record whose fragments do not chain (FIRST without LAST) is dropped. The reader cannot tell a
+// torn write from damage at the end of the input; the caller knows whether the file was still
+// being appended to.
 class LogReader {
  public:
   // Reads an in-memory image (used by the fuzz target and tests) or a file from start_offset.
@@ -81,8 +83,13 @@ class LogReader {
   StatusOr<bool> Next(std::vector<uint8_t>* record, uint64_t* offset);
 
   // Blocks in which a fragment failed its CRC or length check, followed by a good record
-  // (damage after the last good record is the torn tail, not counted here).
+  // (damage after the last good record may be a torn tail, not counted here).
   uint64_t corrupt_blocks() const { return corrupt_blocks_; }
+  // File offsets of every block found damaged so far, in file order, each once: the first
+  // corrupt_blocks() are followed by a good record. Once Next has returned false the rest are
+  // the damage after the last good record, the end of the input inside a fragment or a record
+  // included.
+  const std::vector<uint64_t>& damaged_blocks() const { return damaged_blocks_; }
   // Bytes of fragments dropped because their record was incomplete or damaged.
   uint64_t dropped_bytes() const { return dropped_bytes_; }
   // The offset just past the last complete record returned: everything after it is a torn
@@ -93,6 +100,7 @@ class LogReader {
   LogReader() = default;
   // Loads the block containing offset_ into block_; false at end of input.
   StatusOr<bool> LoadBlock();
+  void NoteDamagedBlock(uint64_t block_start);
   std::string path_;
   int fd_ = -1;
   std::vector<uint8_t> image_;  // FromBytes input
@@ -102,7 +110,7 @@ class LogReader {
   std::vector<uint8_t> block_;
   bool block_loaded_ = false;
   uint64_t corrupt_blocks_ = 0;
-  uint64_t pending_corrupt_ = 0;  // damage not yet followed by a good record
+  std::vector<uint64_t> damaged_blocks_;
   uint64_t dropped_bytes_ = 0;
   uint64_t end_of_last_record_ = 0;
 };

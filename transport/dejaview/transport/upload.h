@@ -38,6 +38,8 @@ enum class NackReason : uint8_t {
   kUnauthorized = 6,  // HELLO names another vehicle than the key's, or the key was revoked
   kThrottled = 7,     // above the vehicle's rate limit
   kQuota = 8,         // the vehicle's storage quota on the server is used up
+  // Kept and retried too: a record names a map version the server does not have (yet).
+  kUnknownMap = 9,
 };
 
 struct Message {
@@ -52,6 +54,9 @@ struct Message {
   // ACK
   uint32_t stored = 0;      // records newly made durable
   uint32_t duplicates = 0;  // records the server already had
+  // Records the server will never store: their payload is not a delta frame it can read
+  // (container or CRC). The reason of the first is in detail.
+  uint32_t rejected = 0;
   // NACK
   NackReason reason = NackReason::kBadMessage;
   std::string detail;
@@ -62,6 +67,7 @@ struct Message {
 std::vector<uint8_t> EncodeMessage(const Message& m);
 StatusOr<Message> DecodeMessage(const uint8_t* data, size_t size);
 const char* MessageTypeName(MessageType t);
+const char* NackReasonName(NackReason r);
 
 // CURVE keys (ZeroMQ's CurveZMQ, RFC 26) in Z85 text, 40 characters each. A secret key file
 // holds one secret key, the public key is derived from it; a public key file (NAME.public from

@@ -97,6 +97,8 @@ enum class Reject : uint8_t {
   kTrailingBytes,
   kBadPose,
   kNotMappable,
+  kWrongShape,    // a message that is not exactly [topic] [body]
+  kUnknownTopic,  // a topic that only shares a prefix with a subscribed one
   kCount,
 };
 const char* RejectName(Reject r);
