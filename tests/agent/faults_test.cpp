@@ -23,6 +23,7 @@
 #include "dejaview/base/kitti.h"
 #include "dejaview/server/storage.h"
 #include "dejaview/transport/spool.h"
+#include "dejaview/transport/upload.h"
 #include "dejaview/transport/wire.h"
 #include "process_util.h"
 #include "testutil.h"
@@ -155,13 +156,14 @@ class System : public ::testing::Test {
     store_ = dir_ + "/store";
   }
   // Starts the server; the first start picks a free port, restarts reuse it.
-  void StartServer() {
+  void StartServer(const std::vector<std::string>& extra = {}) {
     const std::string listen = endpoint_.empty() ? "tcp://127.0.0.1:0" : endpoint_;
     fs::remove(dir_ + "/server.port");
-    server_ = std::make_unique<Process>(
-        std::vector<std::string>{DEJAVIEW_SERVER_BIN, "--store", store_, "--listen", listen,
-                                 "--port-file", dir_ + "/server.port"},
-        dir_ + "/server.log");
+    std::vector<std::string> argv = {DEJAVIEW_SERVER_BIN,  "--store", store_,
+                                     "--listen",           listen,    "--port-file",
+                                     dir_ + "/server.port"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<Process>(argv, dir_ + "/server.log");
     ASSERT_TRUE(WaitFor([&] { return !ReadTrimmed(dir_ + "/server.port").empty(); }));
     endpoint_ = ReadTrimmed(dir_ + "/server.port");
   }
@@ -519,6 +521,116 @@ TEST_F(System, RestartedSourceAndKillsLoseNoFrameAndStoreNoneTwice) {
   for (const auto& [epoch, seq] : on_server) epochs_of[seq].insert(epoch);
   ASSERT_EQ(epochs_of.size(), n);
   for (const auto& [seq, epochs] : epochs_of) EXPECT_EQ(epochs.size(), 2u) << "sequence " << seq;
+}
+
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// An agent started before its key is enrolled keeps trying (with backoff, saying so once) and
+// uploads everything as soon as the key is enrolled and the server reloads its keys.
+TEST_F(System, AgentStartedBeforeItsKeyIsEnrolledUploadsOnceEnrolled) {
+  const auto server_keys = transport::GenerateCurveKeys().value();
+  const auto agent_keys = transport::GenerateCurveKeys().value();
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/server.secret", server_keys.secret_z85 + "\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/agent.secret", agent_keys.secret_z85 + "\n").ok());
+  ASSERT_TRUE(MakeDirs(dir_ + "/keys").ok());
+  const size_t n = 12;
+  Config c;
+  c.drive = MakeDrive(dir_, n, 500);
+  c.spool = dir_ + "/spool";
+  StartServer({"--curve-key", dir_ + "/server.secret", "--keys-dir", dir_ + "/keys"});
+  c.endpoint = endpoint_;
+  c.gate = "gate: always, curve_server_key: \"" + server_keys.public_z85 +
+           "\", curve_key_file: \"" + dir_ + "/agent.secret\"";
+  int port = 0;
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), true, &port);
+  ASSERT_TRUE(WaitFor(
+      [&] { return test::ScrapeMetrics(port)["dejaview_agent_upload_auth_refused_total"] >= 3; }));
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/keys/veh-1.public", agent_keys.public_z85 + "\n").ok());
+  server_->Signal(SIGHUP);
+  ASSERT_EQ(agent->Wait(), 0) << "not drained after the enrolment; see " << dir_ << "/agent.log";
+  server_->Signal(SIGTERM);
+  ASSERT_EQ(server_->Wait(), 0);
+  size_t store_records = 0;
+  EXPECT_EQ(ServerSequences(&store_records).size(), n);
+  const std::string log = *ReadFileText(dir_ + "/agent.log");
+  EXPECT_EQ(Occurrences(log, "refused this agent's CURVE key"), 1u) << log;
+}
+
+// A server that refuses every batch (quota) is retried with a wait that doubles: the agent's
+// NACKs stay within what backoff allows in the time it took, and it says so once.
+TEST_F(System, RefusalsBackOffAndAreLoggedOncePerState) {
+  Config c;
+  c.drive = MakeDrive(dir_, 40, 500);
+  c.spool = dir_ + "/spool";
+  StartServer({"--vehicle-quota", "1"});
+  c.endpoint = endpoint_;
+  int port = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
+  const double want = 30;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return test::ScrapeMetrics(port)["dejaview_agent_upload_batches_deferred_total"] >= want;
+      },
+      60));
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // backoff_min_ms 50 doubling to backoff_max_ms 400: at most 4 + t / 0.4 rounds of at most a
+  // window (3) of batches each, whatever the machine's speed (a slower one sends fewer).
+  const double deferred = test::ScrapeMetrics(port)["dejaview_agent_upload_batches_deferred_total"];
+  EXPECT_LE(deferred, 3 * (4 + t / 0.4) + 3) << "in " << t << " s";
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(), 0);
+  const std::string log = *ReadFileText(dir_ + "/agent.log");
+  EXPECT_EQ(Occurrences(log, "the server defers uploads (quota)"), 1u) << log;
+  EXPECT_EQ(PendingInSpool(c.spool).size(), 40u);  // nothing dropped
+}
+
+// The bandwidth cap holds across server restarts (resends are paid for too), and the agent
+// notices a server that went away although nothing is in flight.
+TEST_F(System, BandwidthCapHoldsAcrossRestartsAndALostServerIsNoticed) {
+  const size_t n = 60;
+  const double rate = 40'000;
+  Config c;
+  c.drive = MakeDrive(dir_, n, 1500);
+  c.spool = dir_ + "/spool";
+  StartServer();
+  c.endpoint = endpoint_;
+  c.gate = "gate: always, bandwidth_bytes_per_s: 40000";
+  int port = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &port);
+  auto metric = [&](const std::string& name) {
+    return test::ScrapeMetrics(port)["dejaview_agent_" + name];
+  };
+  for (double acked = 4; acked <= 12; acked += 4) {
+    ASSERT_TRUE(WaitFor([&] { return metric("upload_batches_acked_total") >= acked; }, 60));
+    server_->Signal(SIGKILL);
+    EXPECT_EQ(server_->Wait(), 128 + SIGKILL);
+    StartServer();
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return metric("frames_encoded_total") == double(n) && metric("spool_records_pending") == 0;
+      },
+      120));
+  const double bytes = metric("upload_bytes_total");
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The bucket holds one second of burst and may go into debt by one message (a batch of at
+  // most 4 frames, well under one second's worth here).
+  EXPECT_LE(bytes, rate * (t + 2)) << bytes << " bytes in " << t << " s";
+  // Idle, then the server goes away: the agent says so without anything in flight.
+  ASSERT_EQ(metric("upload_connected"), 1);
+  server_->Signal(SIGKILL);
+  EXPECT_EQ(server_->Wait(), 128 + SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return metric("upload_connected") == 0; }));
+  StartServer();
+  EXPECT_TRUE(WaitFor([&] { return metric("upload_connected") == 1; }));
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(), 0);
 }
 
 }  // namespace
