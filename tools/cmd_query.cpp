@@ -21,7 +21,7 @@ Status ExportDeltas(store::Store* store, const std::vector<store::FrameRecord>& 
   for (const auto& r : rows) ids.push_back(r.object);
   auto reader = store->Read(std::move(ids));
   std::vector<Pose> poses;
-  std::vector<double> times;
+  std::vector<int64_t> times;
   std::string list;
   for (size_t i = 0; i < rows.size(); ++i) {
     DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> object, reader->Next());
@@ -31,13 +31,13 @@ Status ExportDeltas(store::Store* store, const std::vector<store::FrameRecord>& 
     std::snprintf(name, sizeof(name), "%06zu", i);
     DV_RETURN_IF_ERROR(WriteFileAtomic(out + "/deltas/" + name + ".dvd", rec.payload));
     poses.push_back(rec.meta.T_map_sensor);
-    times.push_back(double(rec.meta.timestamp_ns) * 1e-9);
+    times.push_back(rec.meta.timestamp_ns);
     list += std::string(name) + " " + rec.meta.vehicle + " " + std::to_string(rec.meta.sensor_id) +
             " " + std::to_string(rec.meta.sequence) + " " + rec.meta.drive + " " +
             rec.meta.map_version + "\n";
   }
   DV_RETURN_IF_ERROR(WriteKittiPoses(out + "/poses.txt", poses));
-  DV_RETURN_IF_ERROR(WriteTimestamps(out + "/timestamps.txt", times));
+  DV_RETURN_IF_ERROR(WriteTimestampsNs(out + "/timestamps.txt", times));
   return WriteFileAtomic(out + "/frames.txt", list);
 }
 

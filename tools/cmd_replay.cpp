@@ -1,12 +1,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
 #include "args.h"
 #include "commands.h"
 #include "dejaview/base/drive.h"
+#include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/transport/wire.h"
 
@@ -39,6 +41,32 @@ bool WaitForSubscribers(zmq::socket_t& pub, const std::vector<std::string>& topi
     if (all) return true;
   }
   return false;
+}
+
+// The drive's pose rows as written. OpenDrive re-orthonormalises every pose (PoseFromKitti12);
+// the wire carries a pose verbatim when its rotation passes the wire's check (docs/wire.md), so
+// a row that passes is published bit for bit and only one that fails is replaced by the
+// re-orthonormalised pose (counted in *replaced). OpenDrive has checked the file's layout.
+StatusOr<std::vector<Pose>> VerbatimPoses(const std::string& path,
+                                          const std::vector<Pose>& orthonormalised,
+                                          size_t* replaced) {
+  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, 256u << 20));
+  std::istringstream in(text);
+  std::vector<Pose> out;
+  for (const Pose& fallback : orthonormalised) {
+    std::array<double, 12> v{};
+    for (double& x : v) {
+      if (!(in >> x)) return Status::Corruption(path + ": changed while replaying");
+    }
+    transport::PoseMessage p;
+    p.T_map_sensor.linear() << v[0], v[1], v[2], v[4], v[5], v[6], v[8], v[9], v[10];
+    p.T_map_sensor.translation() = Eigen::Vector3d(v[3], v[7], v[11]);
+    const std::vector<uint8_t> body = transport::EncodePose(p);
+    const bool on_wire = transport::DecodePose(body.data(), body.size(), nullptr).ok();
+    out.push_back(on_wire ? p.T_map_sensor : fallback);
+    *replaced += on_wire ? 0 : 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -76,6 +104,20 @@ int RunReplay(int argc, char** argv) {
     drive->poses = drive->poses_prior;
   }
   const bool has_poses = !drive->poses.empty();
+  if (has_poses) {
+    size_t replaced = 0;
+    auto rows =
+        VerbatimPoses(drive->root + (args->Has("prior") ? "/poses_prior.txt" : "/poses.txt"),
+                      drive->poses, &replaced);
+    if (!rows.ok()) return Fail("replay", rows.status());
+    drive->poses = std::move(rows).value();
+    if (replaced > 0 && !quiet) {
+      std::fprintf(stderr,
+                   "dejaview replay: %zu pose rows are not rotations to the wire's tolerance; "
+                   "publishing them re-orthonormalised\n",
+                   replaced);
+    }
+  }
 
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "dejaview/base/bytes.h"
 
@@ -30,8 +31,13 @@ void PutPose(ByteWriter* w, const Pose& T, const Covariance6& cov) {
     for (int c = 0; c < 6; ++c) w->F64(cov(r, c));
 }
 
-// Reads T (3x4) and covariance; the rotation must be orthonormal (to 1e-6, the precision of
-// KITTI's text poses) so that every consumer can treat it as a rigid transform.
+// The largest |element| of R^T R - I a rotation may have (the max-abs norm). It accepts rotations
+// stored as float32 (~1e-7) or printed with 6 or more significant digits (~2e-6; KITTI's
+// poses.txt ~1e-6); R then stretches by at most 1.5e-5 (1.5 mm at 100 m).
+constexpr double kMaxRotationError = 1e-5;
+
+// Reads T (3x4) and covariance; the rotation must be orthonormal (kMaxRotationError) so that
+// every consumer can treat it as a rigid transform.
 bool GetPose(ByteReader* r, Pose* T, Covariance6* cov, std::string* why) {
   std::array<double, 12> v{};
   for (double& x : v) r->F64(&x);
@@ -48,7 +54,8 @@ bool GetPose(ByteReader* r, Pose* T, Covariance6* cov, std::string* why) {
   *T = Pose::Identity();
   T->linear() = R;
   T->translation() = Eigen::Vector3d(v[3], v[7], v[11]);
-  if (!(R * R.transpose()).isApprox(Eigen::Matrix3d::Identity(), 1e-6) || R.determinant() < 0) {
+  const double error = (R.transpose() * R - Eigen::Matrix3d::Identity()).cwiseAbs().maxCoeff();
+  if (!(error <= kMaxRotationError) || !(R.determinant() > 0)) {
     return (*why = "T_map_sensor rotation is not orthonormal", false);
   }
   return true;
@@ -171,6 +178,29 @@ double ReadElement(const uint8_t* p, DataType t) {
 }
 
 bool IsFloat(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat64; }
+
+// An integer intensity is divided by the largest value of its type, so that every type's range
+// lands on the codec's [0, 1] (a UINT16 65535 is 1); a float is taken as it is.
+double IntensityDivisor(DataType t) {
+  switch (t) {
+    case DataType::kInt8:
+      return std::numeric_limits<int8_t>::max();
+    case DataType::kUint8:
+      return std::numeric_limits<uint8_t>::max();
+    case DataType::kInt16:
+      return std::numeric_limits<int16_t>::max();
+    case DataType::kUint16:
+      return std::numeric_limits<uint16_t>::max();
+    case DataType::kInt32:
+      return std::numeric_limits<int32_t>::max();
+    case DataType::kUint32:
+      return std::numeric_limits<uint32_t>::max();
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+      break;
+  }
+  return 1;
+}
 
 const Field* FindField(const FrameHeader& h, std::initializer_list<const char*> names) {
   for (const char* n : names) {
@@ -451,11 +481,15 @@ StatusOr<PointCloud> ToPointCloud(const RawFrame& frame, WireCounters* counters)
   if (time) cloud.time_offset_s.resize(n);
   // Integer times are nanoseconds (Ouster's "t"), float times seconds (Velodyne's "time").
   const double time_scale = time && !IsFloat(time->type) ? 1e-9 : 1.0;
+  const double intensity_divisor = intensity ? IntensityDivisor(intensity->type) : 1.0;
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = frame.points.data() + i * h.point_stride;
     for (int k = 0; k < 3; ++k)
       cloud.xyz[i][k] = float(ReadElement(p + xyz[k]->offset, xyz[k]->type));
-    if (intensity) cloud.intensity[i] = float(ReadElement(p + intensity->offset, intensity->type));
+    if (intensity) {
+      cloud.intensity[i] =
+          float(ReadElement(p + intensity->offset, intensity->type) / intensity_divisor);
+    }
     if (ring) {
       // A ring is a beam index; a signed or 32-bit field may hold any value (found by
       // fuzz_wire_frame: converting -98 to uint16_t is undefined).

@@ -120,8 +120,9 @@ StatusOr<RawFrame> DecodeFrame(const uint8_t* data, size_t size, WireCounters* c
 StatusOr<PoseMessage> DecodePose(const uint8_t* data, size_t size, WireCounters* counters);
 
 // Maps a driver's layout to a PointCloud: x, y, z (float32/float64) are required; intensity
-// (or reflectivity) of any numeric type becomes float; ring of any integer type; time (or t,
-// time_offset) as float32/float64 seconds or uint32 nanoseconds from the sweep start. Other
+// (or reflectivity) becomes float: a float as it is, an integer divided by the largest value of
+// its type; ring of any integer type; time (or t, time_offset) as float32/float64 seconds or
+// integer nanoseconds from the sweep start. Other
 // fields and padding are skipped. A frame it cannot map counts as not_mappable.
 StatusOr<PointCloud> ToPointCloud(const RawFrame& frame, WireCounters* counters);
 
