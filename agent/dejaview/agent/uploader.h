@@ -4,8 +4,12 @@
 // its fsync, so what the cursor passes is on the server's disk). A batch with no answer within
 // timeout_ms means the link or the server is gone: the socket is replaced after a backoff that
 // doubles up to backoff_max_ms, HELLO is repeated and every unACKed batch is resent (the
-// server deduplicates). The gate (always / link topic says up / UTC time window) decides when
-// new batches may go, and a token bucket caps the average bytes per second.
+// server deduplicates). A connection that does not complete (no server, a refused CURVE key:
+// seen through the socket's monitor) or a server that stops answering PING is treated the same
+// way. Refusals (rate, quota, revoked key, unknown map) pause all sends for a wait that doubles
+// per round of refusals; each change of state is logged once. The gate (always / link topic
+// says up / UTC time window) decides when new batches may go, and a token bucket caps the
+// average bytes per second over every send, resends included.
 #pragma once
 
 #include <atomic>
