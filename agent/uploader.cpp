@@ -107,8 +107,8 @@ class Monitor {
       : pair_(*ctx, zmq::socket_type::pair) {
     const std::string ep = "inproc://dejaview-upload-monitor-" + std::to_string(serial);
     if (zmq_socket_monitor(dealer->handle(), ep.c_str(),
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_DISCONNECTED) == 0) {
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_DISCONNECTED) == 0) {
       pair_.set(zmq::sockopt::linger, 0);
       pair_.connect(ep);
       ok_ = true;

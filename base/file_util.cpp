@@ -8,6 +8,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "dejaview/base/bytes.h"
+#include "dejaview/base/crc32c.h"
+
 namespace dv {
 namespace {
 
@@ -99,6 +102,37 @@ Status WriteFileAtomic(const std::string& path, const void* data, size_t size, u
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno(path, "rename");
   return FsyncDir(std::filesystem::path(path).parent_path().string());
+}
+
+Status WriteU64File(const std::string& path, const char (&magic)[8], uint64_t value) {
+  ByteWriter w;
+  w.Bytes(magic, 8);
+  w.U64(value);
+  w.U32(crc32c::Mask(crc32c::Value(w.buffer().data(), 16)));
+  return WriteFileAtomic(path, w.buffer());
+}
+
+StatusOr<uint64_t> ReadU64File(const std::string& path, const char (&magic)[8]) {
+  constexpr size_t kBytes = 20;
+  auto bytes = ReadFileBytes(path, kBytes);
+  if (!bytes.ok()) {
+    if (bytes.status().code() != Status::Code::kOutOfRange) return bytes.status();
+    return Status::Corruption(path + ": longer than " + std::to_string(kBytes) + " bytes");
+  }
+  ByteReader r(*bytes);
+  char found[8];
+  uint64_t value = 0;
+  uint32_t crc = 0;
+  r.Bytes(found, 8);
+  r.U64(&value);
+  r.U32(&crc);
+  if (r.failed() || r.remaining() != 0)
+    return Status::Corruption(path + ": " + std::to_string(bytes->size()) + " bytes, expected " +
+                              std::to_string(kBytes));
+  if (std::memcmp(found, magic, 8) != 0) return Status::Corruption(path + ": bad magic");
+  if (crc32c::Unmask(crc) != crc32c::Value(bytes->data(), 16))
+    return Status::Corruption(path + ": CRC mismatch");
+  return value;
 }
 
 }  // namespace dv

@@ -78,8 +78,22 @@ StatusOr<std::vector<Pose>> ReadKittiPoses(const std::string& path) {
   return ParseKittiPoses(text, path);
 }
 
+StatusOr<std::vector<std::array<double, 12>>> ReadKittiPoseRows(const std::string& path) {
+  DV_ASSIGN_OR_RETURN(std::string text, ReadFileText(path, 256u << 20));
+  return ParseKittiPoseRows(text, path);
+}
+
 StatusOr<std::vector<Pose>> ParseKittiPoses(const std::string& text, const std::string& path) {
+  DV_ASSIGN_OR_RETURN(const auto rows, ParseKittiPoseRows(text, path));
   std::vector<Pose> poses;
+  poses.reserve(rows.size());
+  for (const auto& v : rows) poses.push_back(PoseFromKitti12(v));
+  return poses;
+}
+
+StatusOr<std::vector<std::array<double, 12>>> ParseKittiPoseRows(const std::string& text,
+                                                                 const std::string& path) {
+  std::vector<std::array<double, 12>> rows;
   Status s = ForEachLine(text, [&](const std::string& line, int line_no) {
     std::istringstream ls(line);
     std::array<double, 12> v{};
@@ -97,11 +111,11 @@ StatusOr<std::vector<Pose>> ParseKittiPoses(const std::string& text, const std::
       return Status::Corruption(path + ":" + std::to_string(line_no) +
                                 ": more than 12 numbers (unexpected '" + extra + "')");
     }
-    poses.push_back(PoseFromKitti12(v));
+    rows.push_back(v);
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  return poses;
+  return rows;
 }
 
 Status WriteKittiPoses(const std::string& path, const std::vector<Pose>& poses) {

@@ -1,14 +1,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
 #include "args.h"
 #include "commands.h"
 #include "dejaview/base/drive.h"
-#include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/transport/wire.h"
 
@@ -43,27 +41,25 @@ bool WaitForSubscribers(zmq::socket_t& pub, const std::vector<std::string>& topi
   return false;
 }
 
-// The drive's pose rows as written. OpenDrive re-orthonormalises every pose (PoseFromKitti12);
-// the wire carries a pose verbatim when its rotation passes the wire's check (docs/wire.md), so
-// a row that passes is published bit for bit and only one that fails is replaced by the
-// re-orthonormalised pose (counted in *replaced). OpenDrive has checked the file's layout.
+// The drive's poses as its rows are written. OpenDrive re-orthonormalises every pose
+// (PoseFromKitti12); the wire carries a pose verbatim when its rotation passes the wire's check
+// (docs/wire.md), so a row that passes is published bit for bit and only one that fails is
+// replaced by the re-orthonormalised pose (counted in *replaced).
 StatusOr<std::vector<Pose>> VerbatimPoses(const std::string& path,
                                           const std::vector<Pose>& orthonormalised,
                                           size_t* replaced) {
-  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, 256u << 20));
-  std::istringstream in(text);
+  DV_ASSIGN_OR_RETURN(const auto rows, ReadKittiPoseRows(path));
+  if (rows.size() != orthonormalised.size())
+    return Status::Corruption(path + ": changed while replaying");
   std::vector<Pose> out;
-  for (const Pose& fallback : orthonormalised) {
-    std::array<double, 12> v{};
-    for (double& x : v) {
-      if (!(in >> x)) return Status::Corruption(path + ": changed while replaying");
-    }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& v = rows[i];
     transport::PoseMessage p;
     p.T_map_sensor.linear() << v[0], v[1], v[2], v[4], v[5], v[6], v[8], v[9], v[10];
     p.T_map_sensor.translation() = Eigen::Vector3d(v[3], v[7], v[11]);
     const std::vector<uint8_t> body = transport::EncodePose(p);
     const bool on_wire = transport::DecodePose(body.data(), body.size(), nullptr).ok();
-    out.push_back(on_wire ? p.T_map_sensor : fallback);
+    out.push_back(on_wire ? p.T_map_sensor : orthonormalised[i]);
     *replaced += on_wire ? 0 : 1;
   }
   return out;

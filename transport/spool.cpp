@@ -9,7 +9,6 @@
 #include <filesystem>
 
 #include "dejaview/base/bytes.h"
-#include "dejaview/base/crc32c.h"
 #include "dejaview/base/file_util.h"
 
 namespace dv::transport {
@@ -248,25 +247,15 @@ Status Spool::Recover() {
 }
 
 Status Spool::LoadCursor() {
-  const std::string path = options_.dir + "/" + kCursorName;
-  auto cursor = ReadFileBytes(path, 64);
+  auto cursor = ReadU64File(options_.dir + "/" + kCursorName, kCursorMagic);
   if (cursor.ok()) {
-    ByteReader r(*cursor);
-    char magic[8];
-    uint64_t acked = 0;
-    uint32_t crc = 0;
-    r.Bytes(magic, 8);
-    r.U64(&acked);
-    r.U32(&crc);
-    if (!r.failed() && r.remaining() == 0 && std::memcmp(magic, kCursorMagic, 8) == 0 &&
-        crc32c::Unmask(crc) == crc32c::Value(cursor->data(), 16)) {
-      stats_.acked_below = acked;
-      return Status::Ok();
-    }
-  } else if (cursor.status().code() == Status::Code::kNotFound) {
+    stats_.acked_below = *cursor;
+    return Status::Ok();
+  }
+  if (cursor.status().code() == Status::Code::kNotFound) {
     // Nothing acknowledged yet; once something was, the oldest segment no longer starts at 0.
     if (segments_.empty() || segments_.front().first_id == 0) return Status::Ok();
-  } else if (cursor.status().code() != Status::Code::kOutOfRange) {
+  } else if (cursor.status().code() != Status::Code::kCorruption) {
     return cursor.status();  // an I/O failure, not damage
   }
   // A cursor that cannot be trusted is never guessed forward: every record still in the
@@ -288,11 +277,7 @@ Status Spool::OpenNewSegment() {
 }
 
 Status Spool::WriteCursor(uint64_t acked_below) {
-  ByteWriter w;
-  w.Bytes(kCursorMagic, 8);
-  w.U64(acked_below);
-  w.U32(crc32c::Mask(crc32c::Value(w.buffer().data(), 16)));
-  return WriteFileAtomic(options_.dir + "/" + kCursorName, w.buffer());
+  return WriteU64File(options_.dir + "/" + kCursorName, kCursorMagic, acked_below);
 }
 
 Status Spool::Acknowledge(uint64_t acked_below) {

@@ -244,38 +244,29 @@ std::vector<float> IntensitiesOf(uint8_t type, const std::vector<double>& values
   for (size_t i = 0; i < values.size(); ++i) {
     uint8_t* p = m.points.data() + i * 16 + 12;
     const double v = values[i];
+    const auto put = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
     switch (DataType(type)) {
       case DataType::kInt8:
-        *p = uint8_t(int8_t(v));
+        put(int8_t(v));
         break;
       case DataType::kUint8:
-        *p = uint8_t(v);
+        put(uint8_t(v));
         break;
-      case DataType::kInt16: {
-        const int16_t x = int16_t(v);
-        std::memcpy(p, &x, 2);
+      case DataType::kInt16:
+        put(int16_t(v));
         break;
-      }
-      case DataType::kUint16: {
-        const uint16_t x = uint16_t(v);
-        std::memcpy(p, &x, 2);
+      case DataType::kUint16:
+        put(uint16_t(v));
         break;
-      }
-      case DataType::kInt32: {
-        const int32_t x = int32_t(v);
-        std::memcpy(p, &x, 4);
+      case DataType::kInt32:
+        put(int32_t(v));
         break;
-      }
-      case DataType::kUint32: {
-        const uint32_t x = uint32_t(v);
-        std::memcpy(p, &x, 4);
+      case DataType::kUint32:
+        put(uint32_t(v));
         break;
-      }
-      case DataType::kFloat32: {
-        const float x = float(v);
-        std::memcpy(p, &x, 4);
+      case DataType::kFloat32:
+        put(float(v));
         break;
-      }
       case DataType::kFloat64:
         ADD_FAILURE() << "float64 does not fit 4 bytes";
         break;

@@ -28,6 +28,12 @@ inline Status WriteFileAtomic(const std::string& path, const std::string& text,
                               unsigned mode = 0644) {
   return WriteFileAtomic(path, text.data(), text.size(), mode);
 }
+// A file holding one number that must survive a crash intact (the spool's cursor, the agent's
+// source epoch): magic[8] | value:u64 | Mask(CRC32C(the 16 bytes before)):u32, little-endian,
+// replaced with WriteFileAtomic. ReadU64File: NotFound when missing, Corruption when the file is
+// not exactly that (wrong size, magic or CRC), the read's own error otherwise.
+Status WriteU64File(const std::string& path, const char (&magic)[8], uint64_t value);
+StatusOr<uint64_t> ReadU64File(const std::string& path, const char (&magic)[8]);
 // fsyncs a directory so that a rename or create inside it survives power loss.
 Status FsyncDir(const std::string& dir);
 // Creates dir and its parents; ok when it exists.

@@ -5,6 +5,7 @@
 //   labels/NNNNNN.label   N x uint32: class in the low 16 bits, instance in the high 16
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,15 +26,20 @@ Status WriteKittiBin(const std::string& path, const PointCloud& cloud);
 std::vector<uint8_t> EncodeKittiBin(const PointCloud& cloud);
 StatusOr<PointCloud> DecodeKittiBin(const uint8_t* data, size_t size, const std::string& name);
 
+// Poses are re-orthonormalised (PoseFromKitti12); the rows give the 12 numbers as written.
 StatusOr<std::vector<Pose>> ReadKittiPoses(const std::string& path);
+StatusOr<std::vector<std::array<double, 12>>> ReadKittiPoseRows(const std::string& path);
 // The text of a poses.txt / timestamps.txt; name is for the error messages (file:line).
 StatusOr<std::vector<Pose>> ParseKittiPoses(const std::string& text, const std::string& name);
+StatusOr<std::vector<std::array<double, 12>>> ParseKittiPoseRows(const std::string& text,
+                                                                 const std::string& name);
 StatusOr<std::vector<double>> ParseTimestamps(const std::string& text, const std::string& name);
 Status WriteKittiPoses(const std::string& path, const std::vector<Pose>& poses);
 StatusOr<std::vector<double>> ReadTimestamps(const std::string& path);
 Status WriteTimestamps(const std::string& path, const std::vector<double>& seconds);
 // Epoch times: seconds with exactly nine decimals, written from the integer nanoseconds
-// ("1700000000.123456789"); a double holds 1.7e9 s only to about 238 ns, a %.9e line to 1 s.
+// ("1700000000.123456789"): neither a double nor WriteTimestamps' %.9e holds an epoch time
+// to the nanosecond.
 Status WriteTimestampsNs(const std::string& path, const std::vector<int64_t>& ns);
 
 // SemanticKITTI labels; expected_points is checked against the file length.
