@@ -87,15 +87,18 @@ std::string Agent::CurrentMapDir() {
 void Agent::EncodeLoop() {
   // RouteMap caches tiles and is not thread-safe: each worker has its own, sharing the budget.
   std::unique_ptr<maps::RouteMap> map;
+  codec::Encoder delta(nullptr), intra(nullptr);  // frames without a pose are coded intra
   uint64_t generation = 0;
   auto open_map = [&] {
     generation = map_generation_;
     const std::string dir = CurrentMapDir();
+    delta = codec::Encoder(nullptr);
     map.reset();
     if (dir.empty()) return;
     auto m = maps::OpenMap(dir, size_t(config_.map_memory_bytes / config_.encoder_threads));
     if (m.ok()) {
       map = std::move(m).value();
+      delta = codec::Encoder(map.get());
     } else {
       spdlog::error("agent: {}; frames are intra-coded", m.status().ToString());
     }
@@ -117,8 +120,8 @@ void Agent::EncodeLoop() {
     info.timestamp_ns = f->timestamp_ns;
     info.sensor_id = f->sensor_id;
     codec::EncodeReport report;
-    maps::RouteMap* reference = f->has_pose ? map.get() : nullptr;
-    auto payload = codec::Encode(f->cloud, f->T_map_sensor, info, params, reference, &report);
+    codec::Encoder& encoder = f->has_pose ? delta : intra;
+    auto payload = encoder.Encode(f->cloud, f->T_map_sensor, info, params, &report);
     stats_.points_non_finite += report.non_finite_points;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (!payload.ok()) {
@@ -135,7 +138,7 @@ void Agent::EncodeLoop() {
     meta.source_epoch = f->source_epoch;
     meta.sequence = f->sequence;
     meta.timestamp_ns = f->timestamp_ns;
-    meta.map_version = reference && !report.intra_fallback ? map->version() : "";
+    meta.map_version = map && f->has_pose && !report.intra_fallback ? map->version() : "";
     meta.T_map_sensor = report.T_map_sensor;  // the refined pose the payload carries
     auto id = spool_->Append(meta, payload->data(), payload->size());
     if (!id.ok()) {

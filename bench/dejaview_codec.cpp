@@ -42,6 +42,8 @@ class DejaviewCodec : public Codec {
   // The protocol: the map is built at resolution T for tolerance T.
   Status Prepare(const std::vector<Drive>& map_drives, double tolerance_m,
                  const std::string& scratch_dir) override {
+    encoder_ = codec::Encoder(nullptr);
+    decoder_ = codec::Decoder(nullptr);
     map_.reset();
     map_bytes_ = 0;
     if (map_drives.empty()) return Status::Ok();  // intra coding of every frame
@@ -55,6 +57,8 @@ class DejaviewCodec : public Codec {
     // `dejaview map build` writes it; their bytes count in map_bytes.
     DV_RETURN_IF_ERROR(codec::BuildMapWithPriors(map_drives, options, dir.str()));
     DV_ASSIGN_OR_RETURN(map_, maps::OpenMap(dir.str(), kMapMemoryBudgetBytes));
+    encoder_ = codec::Encoder(map_.get());
+    decoder_ = codec::Decoder(map_.get());
     map_bytes_ = DirectoryBytes(dir.str());
     return Status::Ok();
   }
@@ -70,8 +74,8 @@ class DejaviewCodec : public Codec {
     info.sequence = context.sequence;
     info.timestamp_ns = context.timestamp_ns;
     codec::EncodeReport report;
-    DV_ASSIGN_OR_RETURN(
-        auto bytes, codec::Encode(frame, T_map_sensor_prior, info, params, map_.get(), &report));
+    DV_ASSIGN_OR_RETURN(auto bytes,
+                        encoder_.Encode(frame, T_map_sensor_prior, info, params, &report));
     EncodedFrame out;
     out.bytes = std::move(bytes);
     out.sections = report.section_bytes;
@@ -80,8 +84,7 @@ class DejaviewCodec : public Codec {
   }
 
   StatusOr<DecodedCloud> Decode(const std::vector<uint8_t>& bytes) override {
-    DV_ASSIGN_OR_RETURN(codec::DecodedFrame frame,
-                        codec::Decode(bytes.data(), bytes.size(), map_.get()));
+    DV_ASSIGN_OR_RETURN(codec::DecodedFrame frame, decoder_.Decode(bytes.data(), bytes.size()));
     return DecodedCloud{std::move(frame.cloud), std::move(frame.source), frame.T_map_sensor};
   }
 
@@ -123,6 +126,8 @@ class DejaviewCodec : public Codec {
 
  private:
   std::unique_ptr<maps::RouteMap> map_;
+  codec::Encoder encoder_{nullptr};  // both hold map_.get(): reset before it
+  codec::Decoder decoder_{nullptr};
   uint64_t map_bytes_ = 0;
 };
 

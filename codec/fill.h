@@ -65,7 +65,7 @@ std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<Select
 // other sections are known to decode to `decoded` points, writes the section's body: every fill
 // point it lets through has an original point within bound_m, and *added receives how many the
 // decoder will add. With threads, Index runs beside the selection coder and Order after it
-// (codec.cpp).
+// (encoder.cpp).
 class FillEncoder {
  public:
   FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector3f>& points, double bound_m);

@@ -264,7 +264,9 @@ Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
   return S;
 }
 
-// The map side of registration, for one ball of map voxels (RegisterFrame with a map keeps it).
+}  // namespace
+
+// The map side of registration, for one ball of map voxels (RegistrationBall keeps it).
 // The search points into map_pts and the candidates' index: built in place, never moved.
 struct RegistrationMap {
   Candidates c;
@@ -308,6 +310,8 @@ struct RegistrationMap {
            (!grid || grid->max_nb() >= grid_nb);
   }
 };
+
+namespace {
 
 // A second thread for registration's correspondence searches: each iteration it searches the
 // second half of the source while the caller searches the first. A search is 0.3-1 ms (1-2 k
@@ -557,33 +561,32 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
   return Register(frame, m.get(), prior, 1);
 }
 
+RegistrationBall::RegistrationBall() = default;
+RegistrationBall::~RegistrationBall() = default;
+
+KeptBall RegistrationBall::kept() const {
+  if (map_ == nullptr) return {};
+  return {&map_->c, map_->grid.get()};
+}
+
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
-                                           maps::RouteMap* map, const Pose& prior, double radius_m,
-                                           Backend backend, int grid_nb, int threads) {
+                                           maps::RouteMap* map, RegistrationBall* ball,
+                                           const Pose& prior, double radius_m, Backend backend,
+                                           int grid_nb, int threads) {
   const double res = map->resolution_m();
   const maps::VoxelKey centre = maps::KeyOf(prior.translation(), res);
   const int reach = BallReach(radius_m, res);
-  std::shared_ptr<void>& slot = map->client_cache();
-  auto* m = static_cast<RegistrationMap*>(slot.get());
+  std::unique_ptr<RegistrationMap>& m = ball->map_;
   if (m == nullptr || !m->Serves(centre, reach, res, backend, grid_nb)) {
-    slot.reset();  // the old one's memory goes before the new one's comes
+    m.reset();  // the old one's memory goes before the new one's comes
     Candidates c;
     // Only the CUDA kernels look voxel keys up in a hash; the CPU sorts them (sorted_grid.h).
     DV_RETURN_IF_ERROR(
         DeriveCandidates(map, prior.linear(), prior.translation(), radius_m + kRegistrationReuseM,
                          &c, backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u, backend));
-    DV_ASSIGN_OR_RETURN(std::unique_ptr<RegistrationMap> built,
-                        RegistrationMap::Build(std::move(c), backend, grid_nb));
-    m = built.get();
-    slot = std::shared_ptr<RegistrationMap>(std::move(built));
+    DV_ASSIGN_OR_RETURN(m, RegistrationMap::Build(std::move(c), backend, grid_nb));
   }
-  return Register(frame, m, prior, threads);
-}
-
-KeptBall KeptRegistrationBall(maps::RouteMap* map) {
-  const auto* m = static_cast<const RegistrationMap*>(map->client_cache().get());
-  if (m == nullptr) return {};
-  return {&m->c, m->grid.get()};
+  return Register(frame, m.get(), prior, threads);
 }
 
 }  // namespace dv::codec

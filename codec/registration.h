@@ -6,6 +6,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <memory>
 #include <vector>
 
 #include "dejaview/base/pose.h"
@@ -51,28 +52,45 @@ StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& f
                                            const Pose& T_map_sensor_prior,
                                            Backend backend = Backend::kCpu);
 
+// What RegisterFrame keeps of a ball of map voxels for the frames after it: the ball's
+// candidates (voxels only) and, on the CPU, the grid of their keys. Nulls before the first call.
+struct KeptBall {
+  const Candidates* candidates = nullptr;
+  const SortedGrid* grid = nullptr;
+};
+
+// The map side of registration for one ball of map voxels, kept between frames: the encoder
+// (codec.h Encoder) owns one per map.
+struct RegistrationMap;
+class RegistrationBall {
+ public:
+  RegistrationBall();
+  ~RegistrationBall();
+  RegistrationBall(const RegistrationBall&) = delete;
+  RegistrationBall& operator=(const RegistrationBall&) = delete;
+  KeptBall kept() const;
+
+ private:
+  friend StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>&,
+                                                    maps::RouteMap*, RegistrationBall*, const Pose&,
+                                                    double, Backend, int, int);
+  std::unique_ptr<RegistrationMap> map_;
+};
+
 // The same against the map voxels within radius_m of the prior's position. What registration
 // derives from them alone (their representatives, the centroids of their planar patches, the
-// correspondence grids over both) is kept in map->client_cache() for a ball
-// kRegistrationReuseM wider, and serves every later frame whose ball lies inside it: rebuilt
-// about every kRegistrationReuseM of travel, not every frame. Building it took 7-8 ms of a
-// frame's 19 ms of registration (KITTI 00, T = 0.1). The wider ball adds map voxels beyond
-// radius_m, which only matches near the ball's edge can reach.
+// correspondence grids over both) is kept in *ball for a ball kRegistrationReuseM wider, and
+// serves every later frame whose ball lies inside it: rebuilt about every kRegistrationReuseM of
+// travel, not every frame. The wider ball adds map voxels beyond radius_m, which only matches
+// near the ball's edge can reach.
 // On the CPU it also keeps a SortedGrid of the ball's keys with max_nb >= grid_nb, which its
 // fine stage searches and the encoder's classification takes its grid from (KeptBall).
 // Up to `threads` threads search correspondences; the result is the same with any number.
 constexpr double kRegistrationReuseM = 10.0;
 StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
-                                           maps::RouteMap* map, const Pose& T_map_sensor_prior,
-                                           double radius_m, Backend backend = Backend::kCpu,
-                                           int grid_nb = 1, int threads = 1);
-
-// What RegisterFrame with this map keeps: the ball's candidates (voxels only) and, on the CPU,
-// the grid of their keys. Nulls before the first such call.
-struct KeptBall {
-  const Candidates* candidates = nullptr;
-  const SortedGrid* grid = nullptr;
-};
-KeptBall KeptRegistrationBall(maps::RouteMap* map);
+                                           maps::RouteMap* map, RegistrationBall* ball,
+                                           const Pose& T_map_sensor_prior, double radius_m,
+                                           Backend backend = Backend::kCpu, int grid_nb = 1,
+                                           int threads = 1);
 
 }  // namespace dv::codec

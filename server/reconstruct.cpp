@@ -4,8 +4,8 @@
 
 namespace dv::server {
 
-StatusOr<maps::RouteMap*> MapVersions::Get(const std::string& version) {
-  if (version.empty()) return static_cast<maps::RouteMap*>(nullptr);  // intra frame
+StatusOr<codec::Decoder*> MapVersions::DecoderFor(const std::string& version) {
+  if (version.empty()) return &intra_;
   auto it = open_.find(version);
   if (it == open_.end()) {
     auto map = maps::OpenMap(root_ + "/" + version, budget_);
@@ -15,9 +15,9 @@ StatusOr<maps::RouteMap*> MapVersions::Get(const std::string& version) {
     if ((*map)->version() != version) {
       return Status::Corruption(root_ + "/" + version + ": holds map version " + (*map)->version());
     }
-    it = open_.emplace(version, std::move(map).value()).first;
+    it = open_.emplace(version, std::make_unique<Open>(std::move(map).value())).first;
   }
-  return it->second.get();
+  return &it->second->decoder;
 }
 
 StatusOr<codec::DecodedFrame> DecodeStoredFrame(const store::FrameRecord& row,
@@ -32,8 +32,8 @@ StatusOr<codec::DecodedFrame> DecodeStoredFrame(const store::FrameRecord& row,
       rec->meta.source_epoch != row.source_epoch || rec->meta.sequence != row.sequence) {
     return Status::Corruption(name + ": object " + row.object.Hex() + " holds another frame");
   }
-  DV_ASSIGN_OR_RETURN(maps::RouteMap * map, maps->Get(rec->meta.map_version));
-  auto frame = codec::Decode(rec->payload.data(), rec->payload.size(), map);
+  DV_ASSIGN_OR_RETURN(codec::Decoder * decoder, maps->DecoderFor(rec->meta.map_version));
+  auto frame = decoder->Decode(rec->payload.data(), rec->payload.size());
   if (!frame.ok()) return frame.status().WithContext(name);
   return std::move(frame).value();
 }

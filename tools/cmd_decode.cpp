@@ -38,11 +38,12 @@ int RunDecode(int argc, char** argv) {
   }
   std::vector<Pose> poses;
   size_t points = 0;
+  codec::Decoder decoder(map->get());
   for (size_t k = 0; k < files->size(); ++k) {
     const std::string& f = (*files)[k];
     auto bytes = ReadFileBytes(f, uint64_t(1) << 28);
     if (!bytes.ok()) return Fail("decode", bytes.status());
-    auto frame = codec::Decode(bytes->data(), bytes->size(), map->get(), *threads);
+    auto frame = decoder.Decode(bytes->data(), bytes->size(), *threads);
     if (!frame.ok()) return Fail("decode", frame.status().WithContext(f));
     const std::string stem = std::filesystem::path(f).stem().string();
     Status s = WriteKittiBin(single ? out : out + "/velodyne/" + stem + ".bin", frame->cloud);

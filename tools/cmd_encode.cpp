@@ -101,13 +101,14 @@ int RunEncode(int argc, char** argv) {
 
   size_t points = 0, bytes = 0, intra = 0;
   double ms = 0;
+  codec::Encoder encoder(map->get());
   for (size_t k = 0; k < jobs.size(); ++k) {
     const Job& j = jobs[k];
     auto cloud = ReadPointCloudFile(j.frame_path);
     if (!cloud.ok()) return Fail("encode", cloud.status());
     codec::EncodeReport rep;
     const auto t0 = std::chrono::steady_clock::now();
-    auto delta = codec::Encode(*cloud, j.prior, j.info, params, map->get(), &rep);
+    auto delta = encoder.Encode(*cloud, j.prior, j.info, params, &rep);
     ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!delta.ok()) return Fail("encode", delta.status().WithContext(j.frame_path));
     Status s = WriteFileAtomic(j.out_path, *delta);

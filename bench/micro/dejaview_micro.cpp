@@ -130,8 +130,9 @@ void BM_DejaviewEncodeFrame(benchmark::State& state) {
   const Pose T = drive.ok() ? drive->poses[1] : Pose::Identity();
   codec::EncoderParams params;
   params.tolerance_m = 0.1;
+  codec::Encoder encoder(Map());
   for (auto _ : state) {
-    auto bytes = codec::Encode(KittiFrame(1), T, {}, params, Map());
+    auto bytes = encoder.Encode(KittiFrame(1), T, {}, params);
     benchmark::DoNotOptimize(bytes.ok());
   }
 }
@@ -142,13 +143,14 @@ void BM_DejaviewDecodeFrame(benchmark::State& state) {
   const Pose T = drive.ok() ? drive->poses[1] : Pose::Identity();
   codec::EncoderParams params;
   params.tolerance_m = 0.1;
-  auto bytes = codec::Encode(KittiFrame(1), T, {}, params, Map());
+  auto bytes = codec::Encoder(Map()).Encode(KittiFrame(1), T, {}, params);
   if (!bytes.ok()) {
     state.SkipWithError(bytes.status().ToString().c_str());
     return;
   }
+  codec::Decoder decoder(Map());
   for (auto _ : state) {
-    auto frame = codec::Decode(bytes->data(), bytes->size(), Map());
+    auto frame = decoder.Decode(bytes->data(), bytes->size());
     benchmark::DoNotOptimize(frame.ok());
   }
 }

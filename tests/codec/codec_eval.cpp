@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
               (unsigned long long)(*map)->disk_bytes());
   std::mt19937 rng(seed);
   std::normal_distribution<double> n01(0, 1);
+  codec::Encoder encoder(map->get());
+  codec::Decoder decoder(map->get());
   std::vector<bench::FrameError> errs;
   struct Split {
     double pq2 = 0, qp2 = 0;
@@ -86,10 +88,10 @@ int main(int argc, char** argv) {
         prior.linear();
     codec::EncodeReport rep;
     const double a = CpuMs();
-    auto enc = codec::Encode(*cloud, prior, {i, 0, 0}, params, map->get(), &rep);
+    auto enc = encoder.Encode(*cloud, prior, {i, 0, 0}, params, &rep);
     const double b = CpuMs();
     if (!enc.ok()) return std::fprintf(stderr, "%s\n", enc.status().ToString().c_str()), 1;
-    auto dec = codec::Decode(enc->data(), enc->size(), map->get());
+    auto dec = decoder.Decode(enc->data(), enc->size());
     const double c = CpuMs();
     if (!dec.ok()) return std::fprintf(stderr, "%s\n", dec.status().ToString().c_str()), 1;
     // Both ways' nearest points, searched once: the frame's errors (as bench::CompareFrames gives

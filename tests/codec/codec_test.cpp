@@ -147,6 +147,17 @@ std::vector<uint8_t> Join(const Sections& s) {
   return w.Take();
 }
 
+// One frame with an encoder (decoder) of its own: what a test of one frame needs.
+StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& prior,
+                                      const FrameInfo& info, const EncoderParams& p,
+                                      maps::RouteMap* map, EncodeReport* rep = nullptr) {
+  return Encoder(map).Encode(frame, prior, info, p, rep);
+}
+StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map,
+                              int threads = 1) {
+  return Decoder(map).Decode(data, size, threads);
+}
+
 StatusOr<DecodedFrame> RoundTrip(const PointCloud& frame, const Pose& prior, EncoderParams p,
                                  maps::RouteMap* map, EncodeReport* rep,
                                  std::vector<uint8_t>* bytes_out = nullptr) {
@@ -493,7 +504,7 @@ TEST_F(StreetMap, AFrameOffTheMapIsCodedIntraAndTheNextOnItIsNot) {
   EXPECT_GT(rep.candidates, 1000u);
 }
 
-// RegisterFrame with a map keeps what it derived from the map's voxels (codec/registration.h)
+// RegisterFrame with a map keeps what it derived from the map's voxels in a RegistrationBall
 // while later frames' balls lie inside its wider ball, and the frames it serves register exactly
 // as against a fresh build of that ball: the patch normals it found for one frame serve the next
 // unchanged. A prior beyond kRegistrationReuseM, or a larger radius, builds a new one.
@@ -507,20 +518,26 @@ TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   const double radius = 30;
   const Pose first = prior_at(3);
   const PointCloud frame3 = test::StreetFrame(test::StreetPose(3), {});
-  ASSERT_FALSE(map_->client_cache());
-  auto reg3 = RegisterFrame(frame3.xyz, map_.get(), first, radius);
+  RegistrationBall kept;
+  // The ball kept: its centre key and reach; a new one is another ball.
+  auto ball_kept = [&] {
+    const Candidates* c = kept.kept().candidates;
+    return c ? std::array<int, 4>{c->centre.x(), c->centre.y(), c->centre.z(), c->reach}
+             : std::array<int, 4>{0, 0, 0, -2};
+  };
+  ASSERT_EQ(kept.kept().candidates, nullptr);
+  auto reg3 = RegisterFrame(frame3.xyz, map_.get(), &kept, first, radius);
   ASSERT_TRUE(reg3.ok()) << reg3.status().ToString();
   EXPECT_TRUE(reg3->converged);
-  const std::weak_ptr<void> built = map_->client_cache();
-  ASSERT_FALSE(built.expired());
+  const std::array<int, 4> built = ball_kept();
+  ASSERT_NE(built[3], -2);
 
   // 6 m on: the same ball serves, and gives what a fresh build of it gives.
   const Pose second = prior_at(9);
   const PointCloud frame9 = test::StreetFrame(test::StreetPose(9), {});
-  auto reg9 = RegisterFrame(frame9.xyz, map_.get(), second, radius);
+  auto reg9 = RegisterFrame(frame9.xyz, map_.get(), &kept, second, radius);
   ASSERT_TRUE(reg9.ok()) << reg9.status().ToString();
-  EXPECT_FALSE(built.expired());
-  EXPECT_EQ(map_->client_cache(), built.lock());
+  EXPECT_EQ(ball_kept(), built);
   Candidates ball;
   ASSERT_TRUE(DeriveCandidates(map_.get(), first.linear(), first.translation(),
                                radius + kRegistrationReuseM, &ball, 0)
@@ -535,18 +552,18 @@ TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   EXPECT_LT(TranslationNorm(err), 0.03);
 
   // 12 m from where it was built: a new ball.
-  auto reg15 = RegisterFrame(test::StreetFrame(test::StreetPose(15), {}).xyz, map_.get(),
+  auto reg15 = RegisterFrame(test::StreetFrame(test::StreetPose(15), {}).xyz, map_.get(), &kept,
                              prior_at(15), radius);
   ASSERT_TRUE(reg15.ok()) << reg15.status().ToString();
-  EXPECT_TRUE(built.expired());
-  const std::weak_ptr<void> rebuilt = map_->client_cache();
-  ASSERT_FALSE(rebuilt.expired());
+  const std::array<int, 4> rebuilt = ball_kept();
+  EXPECT_NE(rebuilt, built);
   // Where it was built, a radius it can hold keeps it, one it cannot makes a new one.
-  ASSERT_TRUE(RegisterFrame(frame9.xyz, map_.get(), prior_at(15), radius + 5).ok());
-  EXPECT_FALSE(rebuilt.expired());
+  ASSERT_TRUE(RegisterFrame(frame9.xyz, map_.get(), &kept, prior_at(15), radius + 5).ok());
+  EXPECT_EQ(ball_kept(), rebuilt);
   ASSERT_TRUE(
-      RegisterFrame(frame9.xyz, map_.get(), prior_at(15), radius + kRegistrationReuseM + 1).ok());
-  EXPECT_TRUE(rebuilt.expired());
+      RegisterFrame(frame9.xyz, map_.get(), &kept, prior_at(15), radius + kRegistrationReuseM + 1)
+          .ok());
+  EXPECT_NE(ball_kept(), rebuilt);
 }
 
 TEST_F(StreetMap, DeltaExplainsTheStreetAndCodesTheCarAsResidual) {
@@ -1718,8 +1735,9 @@ TEST(Codec, KittiRegistrationCorrectsDecimetresAndDegrees) {
         // With a second thread searching half of each source (a KITTI frame's subsamples are
         // large enough to split), the same pose to the last bit.
         if (sign > 0) {
-          auto on_one = RegisterFrame(frame.xyz, map.get(), prior, 85, Backend::kCpu, 1, 1);
-          auto on_two = RegisterFrame(frame.xyz, map.get(), prior, 85, Backend::kCpu, 1, 2);
+          RegistrationBall one, two;
+          auto on_one = RegisterFrame(frame.xyz, map.get(), &one, prior, 85, Backend::kCpu, 1, 1);
+          auto on_two = RegisterFrame(frame.xyz, map.get(), &two, prior, 85, Backend::kCpu, 1, 2);
           ASSERT_TRUE(on_one.ok() && on_two.ok());
           EXPECT_TRUE(on_one->T_map_sensor.matrix() == on_two->T_map_sensor.matrix())
               << "frame " << i;

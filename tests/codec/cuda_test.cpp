@@ -72,7 +72,7 @@ TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
   EncoderParams p;
   p.backend = Backend::kCuda;
   for (maps::RouteMap* map : {map_, static_cast<maps::RouteMap*>(nullptr)}) {
-    auto bytes = Encode(frame, Prior(3), {}, p, map);
+    auto bytes = Encoder(map).Encode(frame, Prior(3), {}, p);
     ASSERT_FALSE(bytes.ok());
     EXPECT_EQ(bytes.status().code(), cuda.code());
     EXPECT_EQ(bytes.status().message(), "encode: " + cuda.message());
@@ -99,7 +99,7 @@ TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
           .ok());
   // The CPU backend is unaffected.
   p.backend = Backend::kCpu;
-  EXPECT_TRUE(Encode(frame, Prior(3), {}, p, map_).ok());
+  EXPECT_TRUE(Encoder(map_).Encode(frame, Prior(3), {}, p).ok());
 }
 
 TEST(CodecBackend, ParsesItsConfigNames) {
@@ -114,6 +114,7 @@ TEST(CodecBackend, ParsesItsConfigNames) {
 TEST_F(CodecCuda, EncodeIsByteIdenticalToTheCpuBackend) {
   SKIP_WITHOUT_CUDA_DEVICE();
   size_t delta_frames = 0;
+  Encoder cpu_encoder(map_), cuda_encoder(map_);
   for (double tol : {0.1, 0.2, 0.3}) {
     for (size_t i = 1; i < drive_->size(); i += 2) {
       const PointCloud frame = Frame(i);
@@ -121,9 +122,9 @@ TEST_F(CodecCuda, EncodeIsByteIdenticalToTheCpuBackend) {
       p.tolerance_m = tol;
       p.intensity = (i / 2) % 2 == 0;
       EncodeReport cpu_rep, cuda_rep;
-      const auto cpu = Encode(frame, Prior(i), {i, 0, 0}, p, map_, &cpu_rep);
+      const auto cpu = cpu_encoder.Encode(frame, Prior(i), {i, 0, 0}, p, &cpu_rep);
       p.backend = Backend::kCuda;
-      const auto cuda = Encode(frame, Prior(i), {i, 0, 0}, p, map_, &cuda_rep);
+      const auto cuda = cuda_encoder.Encode(frame, Prior(i), {i, 0, 0}, p, &cuda_rep);
       ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
       ASSERT_TRUE(cuda.ok()) << cuda.status().ToString();
       EXPECT_EQ(*cuda, *cpu) << "frame " << i << " tolerance " << tol;

@@ -17,6 +17,8 @@ namespace {
 // libFuzzer times any input: building them takes seconds, more on a loaded machine, and must not
 // count against the per-input limit.
 std::unique_ptr<dv::maps::RouteMap> fuzz_maps[2];
+// Their decoders, and one without a map.
+std::unique_ptr<dv::codec::Decoder> fuzz_decoders[3];
 
 std::unique_ptr<dv::maps::RouteMap> BuildFuzzMap(bool priors) {
   const std::string root = std::filesystem::temp_directory_path() /
@@ -36,17 +38,19 @@ std::unique_ptr<dv::maps::RouteMap> BuildFuzzMap(bool priors) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fuzz_maps[0] = BuildFuzzMap(false);
   fuzz_maps[1] = BuildFuzzMap(true);
+  fuzz_decoders[0] = std::make_unique<dv::codec::Decoder>(nullptr);
+  fuzz_decoders[1] = std::make_unique<dv::codec::Decoder>(fuzz_maps[0].get());
+  fuzz_decoders[2] = std::make_unique<dv::codec::Decoder>(fuzz_maps[1].get());
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (!fuzz_maps[0] || !fuzz_maps[1]) __builtin_trap();  // no set-up here: see above
-  for (dv::maps::RouteMap* map :
-       {static_cast<dv::maps::RouteMap*>(nullptr), fuzz_maps[0].get(), fuzz_maps[1].get()}) {
-    auto frame = dv::codec::Decode(data, size, map);
+  if (!fuzz_decoders[2]) __builtin_trap();  // no set-up here: see above
+  for (const auto& decoder : fuzz_decoders) {
+    auto frame = decoder->Decode(data, size);
     if (frame.ok() && frame->cloud.size() != frame->source.size()) __builtin_trap();
     // Sections decoded side by side: the same frame, or the same error.
-    auto threaded = dv::codec::Decode(data, size, map, 2);
+    auto threaded = decoder->Decode(data, size, 2);
     if (threaded.ok() != frame.ok()) __builtin_trap();
     if (frame.ok() && threaded->cloud.xyz != frame->cloud.xyz) __builtin_trap();
     if (!frame.ok() && threaded.status().message() != frame.status().message()) __builtin_trap();

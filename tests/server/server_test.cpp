@@ -37,7 +37,7 @@ std::vector<uint8_t> IntraPayload(size_t points, uint64_t seed) {
                                 float(h % 7) * 0.1f),
                 0.5f);
   }
-  auto delta = codec::Encode(c, Pose::Identity(), {}, {}, nullptr);
+  auto delta = codec::Encoder(nullptr).Encode(c, Pose::Identity(), {}, {});
   EXPECT_TRUE(delta.ok()) << delta.status().ToString();
   return delta.ok() ? std::move(delta).value() : std::vector<uint8_t>{};
 }
@@ -630,9 +630,9 @@ ExportFixture MakeExportFixture() {
     std::snprintf(name, sizeof(name), "/velodyne/%06d.bin", scan);
     auto cloud = ReadKittiBin(test::KittiSeq("00") + name);
     EXPECT_TRUE(cloud.ok());
-    auto delta = codec::Encode(*cloud, Pose::Identity(), {}, {}, nullptr);  // intra: no map
+    auto delta = codec::Encoder(nullptr).Encode(*cloud, Pose::Identity(), {}, {});  // intra
     EXPECT_TRUE(delta.ok()) << delta.status().ToString();
-    auto decoded = codec::Decode(delta->data(), delta->size(), nullptr);
+    auto decoded = codec::Decoder(nullptr).Decode(delta->data(), delta->size());
     EXPECT_TRUE(decoded.ok());
     for (uint64_t k = 0; k < 3; ++k) {
       transport::SpoolRecord rec = Rec(0, uint64_t(scan) * 3 + k);
@@ -753,7 +753,7 @@ TEST(Export, TimestampsKeepEveryNanosecond) {
   PointCloud cloud;
   cloud.push_back(Eigen::Vector3f(1, 2, 3), 0.5f);
   cloud.push_back(Eigen::Vector3f(-4, 5, 6), 0.25f);
-  auto delta = codec::Encode(cloud, Pose::Identity(), {}, {}, nullptr);  // intra: no map
+  auto delta = codec::Encoder(nullptr).Encode(cloud, Pose::Identity(), {}, {});  // intra
   ASSERT_TRUE(delta.ok()) << delta.status().ToString();
   transport::SpoolRecord rec = Rec(0, 1);
   rec.meta.map_version = "";

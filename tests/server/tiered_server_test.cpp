@@ -47,7 +47,7 @@ std::vector<transport::SpoolRecord> MakeRecords() {
     r.meta.sequence = seq;
     r.meta.timestamp_ns = int64_t(seq) * 100'000'000;
     r.meta.T_map_sensor.translation() = Eigen::Vector3d(double(seq), 0, 0);
-    r.payload = std::move(codec::Encode(c, Pose::Identity(), info, {}, nullptr)).value();
+    r.payload = codec::Encoder(nullptr).Encode(c, Pose::Identity(), info, {}).value();
     out.push_back(std::move(r));
   }
   return out;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,10 +87,24 @@ struct EncodeReport {
   std::vector<std::pair<std::string, double>> stage_ms;
 };
 
-StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& T_map_sensor_prior,
-                                      const FrameInfo& info, const EncoderParams& params,
-                                      maps::RouteMap* map /* null: intra */,
-                                      EncodeReport* report = nullptr);
+// Codes frames against one map (null: every frame intra). The map must outlive the encoder, which
+// loads its tiles as frames need them and keeps what it derives from it: the codec priors, and
+// registration's ball of map voxels, rebuilt only as the vehicle moves on. One thread at a time.
+class Encoder {
+ public:
+  explicit Encoder(maps::RouteMap* map);
+  ~Encoder();
+  Encoder(Encoder&&) noexcept;
+  Encoder& operator=(Encoder&&) noexcept;
+
+  StatusOr<std::vector<uint8_t>> Encode(const PointCloud& frame, const Pose& T_map_sensor_prior,
+                                        const FrameInfo& info, const EncoderParams& params,
+                                        EncodeReport* report = nullptr);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 struct DecodedFrame {
   PointCloud cloud;  // sensor frame
@@ -106,11 +121,23 @@ struct DecodedFrame {
   std::vector<std::pair<std::string, size_t>> section_bytes;
 };
 
-// map may be null for intra frames; a delta frame needs the map version it was coded against.
-// With threads > 1 the cell sections are decoded beside the map selection: the same frame, the
-// same errors.
-StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, maps::RouteMap* map,
-                              int threads = 1);
+// Decodes frames coded against one map (null: intra frames only; a delta frame needs the map
+// version it was coded against). The map must outlive the decoder. One thread at a time.
+class Decoder {
+ public:
+  explicit Decoder(maps::RouteMap* map);
+  ~Decoder();
+  Decoder(Decoder&&) noexcept;
+  Decoder& operator=(Decoder&&) noexcept;
+
+  // With threads > 1 the cell sections are decoded beside the map selection: the same frame,
+  // the same errors.
+  StatusOr<DecodedFrame> Decode(const uint8_t* data, size_t size, int threads = 1);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The map's codec priors (maps::RouteMap::codec_priors, docs/map-format.md): the states of the
 // models of the map, residual, gap and surface sections after coding frames of the map's own

@@ -51,10 +51,6 @@ class RouteMap {
   Status CollectBall(const VoxelKey& centre, int reach, std::vector<MapVoxel>* out);
   // Every representative within radius_m of p (voxel-hash search over the neighbouring voxels).
   Status RadiusSearch(const Eigen::Vector3d& p, double radius_m, std::vector<MapVoxel>* out);
-  // What a client derives from this map and keeps from call to call (the encoder's registration
-  // structures, codec/registration.h); the map never reads it, and it is not counted in
-  // memory_bytes(). It lives as long as the map.
-  std::shared_ptr<void>& client_cache() { return client_cache_; }
 
  private:
   friend StatusOr<std::unique_ptr<RouteMap>> OpenMap(const std::string&, size_t);
@@ -78,7 +74,6 @@ class RouteMap {
   std::vector<uint8_t> codec_priors_;
   std::map<std::array<int, 3>, size_t> tile_index_;  // tile key -> tiles_ index
   std::map<std::array<int, 3>, Loaded> loaded_;
-  std::shared_ptr<void> client_cache_;
 };
 
 // Opens MAPDIR (reads and checks the manifest; tiles load lazily). A budget of 0 is unlimited;

@@ -14,17 +14,24 @@
 
 namespace dv::server {
 
-// Opens each map version once, on first use; a missing version is an error naming it.
+// Opens each map version once, on first use, with a decoder for it; a missing version is an
+// error naming it. The empty version is intra frames'.
 class MapVersions {
  public:
   explicit MapVersions(std::string root, size_t memory_budget_bytes = 0)
       : root_(std::move(root)), budget_(memory_budget_bytes) {}
-  StatusOr<maps::RouteMap*> Get(const std::string& version);
+  StatusOr<codec::Decoder*> DecoderFor(const std::string& version);
 
  private:
+  struct Open {
+    explicit Open(std::unique_ptr<maps::RouteMap> m) : map(std::move(m)), decoder(map.get()) {}
+    std::unique_ptr<maps::RouteMap> map;
+    codec::Decoder decoder;
+  };
   std::string root_;
   size_t budget_;
-  std::map<std::string, std::unique_ptr<maps::RouteMap>> open_;
+  std::map<std::string, std::unique_ptr<Open>> open_;
+  codec::Decoder intra_{nullptr};
 };
 
 // Decodes the object the index row points at; the record inside must be the row's frame.

@@ -1,0 +1,34 @@
+// The models of a frame's range-coded streams, and the states they start from: the map's codec
+// priors (maps::RouteMap::codec_priors, docs/map-format.md), learnt by TrainPriors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dejaview/base/status.h"
+#include "dejaview/codec/range_coder.h"
+#include "dejaview/maps/route_map.h"
+#include "map_coder.h"
+#include "octree_coder.h"
+
+namespace dv::codec {
+
+// The starting states of a delta frame's range-coded streams, by the section that holds each
+// stream: empty, the models start at one half.
+struct ModelStates {
+  std::vector<BitModel> selection, residual, gap, surface;
+};
+
+// Every stream's states at one half, sized: what priors training starts from.
+ModelStates FreshModelStates();
+std::vector<uint8_t> WritePriors(const ModelStates& states);
+// The map's priors; none (every vector empty) when the map carries none.
+Status ReadPriors(const maps::RouteMap& map, ModelStates* out);
+
+Adaptation AdaptationOf(uint8_t version);
+// priors: the map's (ReadPriors), empty for none.
+SelectionModel SelectionModelOf(uint8_t version, const std::vector<BitModel>& priors);
+// start: the section's priors, empty for none.
+OctreeModel OctreeModelOf(uint8_t version, const std::vector<BitModel>& start = {});
+
+}  // namespace dv::codec
