@@ -110,7 +110,7 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
   uint8_t nsec = 0;
   uint64_t ts = 0, sensor = 0;
   r.U8(&h->version);
-  if (!r.failed() && (h->version < kVersionPlain || h->version > kVersionParts)) {
+  if (!r.failed() && h->version != kFormatVersion) {
     return bad("unsupported format version " + std::to_string(h->version));
   }
   r.U8(&h->mode);
@@ -179,18 +179,13 @@ Status ParseContainer(const uint8_t* data, size_t size, Header* h,
     for (const ParsedSection& s : *sections) {
       if (s.id == id) return bad(std::string("duplicate section ") + SectionName(id));
     }
-    if ((id == kGapGeometry || id == kGapIntensity) &&
-        (h->version < kVersionGap || h->mode != kModeDelta)) {
-      return bad(std::string("section ") + SectionName(id) +
-                 " is only valid in a delta frame of version 2 or later");
+    const bool intra_section = id == kIntraGeometry || id == kIntraIntensity;
+    if (id < kMapSelection || id > kFill) {
+      return bad("unknown section id " + std::to_string(id));
     }
-    if ((id == kSurfaceGeometry || id == kSurfaceIntensity) &&
-        (h->version < kVersionSurface || h->mode != kModeDelta)) {
-      return bad(std::string("section ") + SectionName(id) +
-                 " is only valid in a delta frame of version 6 or later");
-    }
-    if (id == kFill && (h->version < kVersionFill || h->mode != kModeDelta)) {
-      return bad("section fill is only valid in a delta frame of version 8 or later");
+    if (intra_section != (h->mode == kModeIntra)) {
+      return bad(std::string("section ") + SectionName(id) + " is not valid in " +
+                 (h->mode == kModeIntra ? "an intra" : "a delta") + " frame");
     }
     sections->push_back({id, p, size_t(len)});
     p += len;

@@ -16,11 +16,9 @@
 namespace dv::codec {
 
 constexpr char kMagic[4] = {'D', 'V', 'D', 'F'};
-// The version written. Older versions were read until the format's first release.
-constexpr uint8_t kVersionPlain = 1, kVersionGap = 2, kVersionCounted = 3, kVersionCausal = 4,
-                  kVersionRing = 5, kVersionSurface = 6, kVersionPriors = 7, kVersionFill = 8,
-                  kVersionParts = 9;
-constexpr uint8_t kFormatVersion = kVersionParts;
+// The one version written and read. Until the format's first release a change replaces the
+// format (and the golden files that pin it); it does not add a version.
+constexpr uint8_t kFormatVersion = 1;
 constexpr uint8_t kModeIntra = 0, kModeDelta = 1;
 constexpr uint8_t kFlagIntensity = 1;
 enum Section : uint8_t {

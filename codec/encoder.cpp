@@ -165,7 +165,7 @@ StatusOr<std::vector<uint8_t>> EncodeIntra(const FinitePoints& points, const Pos
   DropCoveredCells(CellStep(tol), tol - kMarginM, &cell_pts, &cell_inten);
   SectionList sections;
   DV_RETURN_IF_ERROR(AddCellSections(cell_pts, cell_inten, CellStep(tol), intensity, kIntraGeometry,
-                                     kIntraIntensity, OctreeModelOf(h.version), &sections));
+                                     kIntraIntensity, OctreeModelFrom(), &sections));
   const size_t points_in = rep->points_in, non_finite = rep->non_finite_points;
   *rep = EncodeReport();
   rep->intra_fallback = true;
@@ -280,7 +280,7 @@ class DeltaEncoder {
   // thread codes the last part writes the section and orders the fill's midpoints.
   void CodeSelectionPart(int part, const std::function<void(const char*)>& lap) {
     std::call_once(selection_ready_, [&] {
-      SelectionModel model = SelectionModelOf(h_.version, start_.selection);
+      SelectionModel model = SelectionModelFrom(start_.selection);
       if (train_) model.end = train_->selection.data();
       selection_ = std::make_unique<SelectionCoder>(cand_, model, parts_, &selected_, !train_);
       selection_->SetMarks(marks_);
@@ -313,7 +313,7 @@ class DeltaEncoder {
     SectionList gap_sections;
     DV_RETURN_IF_ERROR(CodeGapClass(std::move(gap), std::move(gap_i), &gap_sections));
     if (!parallel_) lap("gap tests and gap coding");
-    OctreeModel rm = OctreeModelOf(h_.version, start_.residual);
+    OctreeModel rm = OctreeModelFrom(start_.residual);
     if (train_) rm.end = train_->residual.data();
     DV_RETURN_IF_ERROR(AddCellSections(residual, residual_i, CellStep(residual_m_),
                                        params_.intensity, kResidualGeometry, kResidualIntensity, rm,
@@ -404,8 +404,7 @@ class DeltaEncoder {
     auto code = [&](const std::vector<Eigen::Vector3f>& g, const std::vector<float>& gi,
                     const std::vector<Eigen::Vector3f>& sf, const std::vector<float>& si,
                     SectionList* sections, ModelStates* ends, size_t* cells) -> Status {
-      OctreeModel gm = OctreeModelOf(h_.version, start_.gap),
-                  sm = OctreeModelOf(h_.version, start_.surface);
+      OctreeModel gm = OctreeModelFrom(start_.gap), sm = OctreeModelFrom(start_.surface);
       if (ends) {
         ends->gap.resize(kOctreeModels);
         ends->surface.resize(kOctreeModels);

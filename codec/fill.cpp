@@ -277,7 +277,7 @@ std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
   // no more bits. The checks split between two threads (up to a little past the budget, then one
   // by one) took 0.4-1.3 ms a frame longer than this at T = 0.05-0.2 on KITTI 00: the second
   // core had none of the index in its cache.
-  RangeEncoder rc(Adaptation::kCounted);
+  RangeEncoder rc;
   BitModel models[kFillModels];
   const std::vector<SelectedPair>& pairs = *pairs_;
   for (size_t k = 0; k < order.size() && *added < budget; ++k) {
@@ -336,7 +336,7 @@ Status DecodeFill(const uint8_t* data, size_t size, const Candidates& cand,
     if (r.remaining() != 0) return Status::Corruption("fill: trailing bytes");
     return Status::Ok();
   }
-  RangeDecoder rc(r.position(), r.remaining(), Adaptation::kCounted);
+  RangeDecoder rc(r.position(), r.remaining());
   BitModel models[kFillModels];
   for (size_t k = 0; *added < budget; ++k) {
     if (k == order.size()) {

@@ -78,7 +78,8 @@ DV_HOST_DEVICE inline double Dist2(const double a[3], const double b[3]) {
   return dx * dx + dy * dy + dz * dz;
 }
 
-// ---- Classification (encoder.cpp DeltaEncoder::Classify): is a frame point explained by a candidate voxel?
+// ---- Classification (encoder.cpp DeltaEncoder::Classify): is a frame point explained by a
+// candidate voxel?
 
 // The key of p's voxel in the map frame; false when the (2 nb + 1)^3 neighbourhood around it
 // leaves the key range (the point is then a residual).

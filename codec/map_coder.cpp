@@ -672,7 +672,7 @@ void SelectionCoder::SetMarks(const CandidateMarks& marks) {
 std::vector<uint8_t> SelectionCoder::EncodePart(int part) {
   const CandidateMarks& marks = *marks_;
   const auto [begin, end] = Range(part);
-  RangeEncoder rc(model_.adaptation);
+  RangeEncoder rc;
   std::vector<uint8_t>& selected = selected_;
   // Whether each point candidate i is the nearest of has a second that is selected (coded before
   // i) or still to come, in this part: another part's bits are not this one's to read or set.
@@ -706,7 +706,7 @@ std::vector<uint8_t> SelectionCoder::EncodePart(int part) {
 }
 
 Status SelectionCoder::DecodePart(int part, const uint8_t* data, size_t size) {
-  RangeDecoder rc(data, size, model_.adaptation);
+  RangeDecoder rc(data, size);
   std::vector<uint8_t>& selected = selected_;
   CodePart(part, [&](BitModel* m, size_t i) {
     const int bit = rc.Decode(m);

@@ -257,8 +257,7 @@ enum class NeighbourContext : uint8_t { kSelectedFaces, kFaceStates, kRingNeighb
 // after the last bit. start and end may be the same array.
 constexpr size_t kSelectionModels = 64 * 108;
 struct SelectionModel {
-  Adaptation adaptation;
-  NeighbourContext neighbours;
+  NeighbourContext neighbours = NeighbourContext::kRingNeighbours;
   const BitModel* start = nullptr;
   BitModel* end = nullptr;
 };

@@ -102,20 +102,15 @@ class LevelNeighbours {
   VoxelHash hash_;
 };
 
-// Versions 1-3: level x child x parent's neighbours touching the child x all six x siblings set
-// (0..4). Version 4, on levels of at least kMinCausalNodes nodes: siblings set (0..2) and how many
-// of the child's causal neighbours are occupied (0..3; the cells at -x, -y, -z, coded before it,
-// as in G-PCC's neighbour-dependent contexts); smaller levels keep the contexts of version 3. On
-// KITTI 00 that is 4.2% fewer intra bytes at T = 0.1 and 1.3-2.6% more delta ratio at T =
-// 0.05-0.1. On every level it gained 0.4-0.5% more at T = 0.05-0.1 and lost 0.4-0.6% at T = 0.4,
-// where the sections are small and every context must be learnt; each neighbour's own bit (8
-// states, not a count) saved up to 1% more intra bytes and lost 0.5% more at T = 0.4. Models
-// that start from the map's priors (version 7) have nothing left to learn: they use the causal
-// contexts on every level (KITTI 00, codec_eval: 78.3 -> 79.4 at T = 0.1, 31.5 -> 31.7 at 0.05,
-// 216.3 -> 216.8 at 0.2).
+// An occupancy bit's context: level x child x parent's neighbours touching the child x all six,
+// then on small levels the siblings set (0..4); on levels of at least kMinCausalNodes nodes, the
+// siblings set (0..2) and how many of the child's causal neighbours are occupied (0..3; the cells
+// at -x, -y, -z, coded before it, as in G-PCC's neighbour-dependent contexts). A small level's
+// causal contexts would each see too few bits to learn from. Models that start from the map's
+// priors have nothing left to learn: they take the causal contexts on every level.
 constexpr size_t kMinCausalNodes = 1024;
 bool CausalLevel(const OctreeModel& model, size_t nodes) {
-  return model.causal && (model.start != nullptr || nodes >= kMinCausalNodes);
+  return model.start != nullptr || nodes >= kMinCausalNodes;
 }
 
 // The contexts of a node's eight children differ only in the child index, the face neighbours
@@ -148,12 +143,10 @@ constexpr BaseTable kBases = MakeBases();
 
 class OccupancyContexts {
  public:
-  // The model's start states when it has any (causal tables only: kOctreeModels of them).
-  explicit OccupancyContexts(const OctreeModel& model)
-      : m_(model.causal ? kBase * 5 + kBase * 3 * 4 : kBase * 5) {
+  // The model's start states when it has any (kOctreeModels of them).
+  explicit OccupancyContexts(const OctreeModel& model) : m_(kOctreeModels) {
     static_assert(kBase * 17 == kOctreeModels, "octree_coder.h");
-    if (model.causal && model.start)
-      std::copy(model.start, model.start + kOctreeModels, m_.begin());
+    if (model.start) std::copy(model.start, model.start + kOctreeModels, m_.begin());
   }
   // Into model.end, when given.
   void Store(const OctreeModel& model) const {
@@ -164,7 +157,7 @@ class OccupancyContexts {
     const int level = d == depth - 1 ? 0 : (d == depth - 2 ? 1 : 2);
     return kBases.base[level][flags];
   }
-  // causal < 0: the context of versions 1-3.
+  // causal < 0: a small level's context.
   BitModel* Get(const uint16_t* bases, int child, int siblings, int causal) {
     const size_t base = bases[child];
     if (causal < 0) return &m_[base * 5 + size_t(std::min(siblings, 4))];
@@ -176,7 +169,7 @@ class OccupancyContexts {
   std::vector<BitModel> m_;
 };
 
-// How many causal neighbours of each child of a node are occupied (versions 4-7), four bits a
+// How many causal neighbours of each child of a node are occupied , four bits a
 // child (child c's count at bits 4c): the cell at -axis a is a sibling with a lower index when the
 // child's coordinate bit is 1, else the child c | axis_bit of the node's neighbour at -axis a,
 // whose occupancy was coded before (it precedes in Morton order). The siblings' part reads only
@@ -373,7 +366,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
 
   head.U8(uint8_t(depth));
   for (int a = 0; a < 3; ++a) head.Varint(ZigZag(lo[a]));
-  RangeEncoder rc(model.adaptation);
+  RangeEncoder rc;
   OccupancyContexts ctx(model);
   // Per node of the level being coded, its parent's occupancy, and its own.
   std::vector<uint8_t> parent_occupancy = {0}, child_parent_occupancy, occupancies;
@@ -418,7 +411,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
 
   intensity_bytes->clear();
   if (with_intensity) {
-    RangeEncoder irc(model.adaptation);
+    RangeEncoder irc;
     IntensityModel im;
     int prev = 0;
     for (uint8_t q : cell_intensity) {
@@ -461,7 +454,7 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
     if (std::llabs(v) > (int64_t(1) << 50))
       return Status::Corruption("octree: origin out of range");
   }
-  RangeDecoder rc(r.position(), r.remaining(), model.adaptation);
+  RangeDecoder rc(r.position(), r.remaining());
   OccupancyContexts ctx(model);
   std::vector<uint64_t> level = {0}, next;
   // Per node of `level`, its parent's occupancy and its own; per node of `next`, the first.
@@ -508,7 +501,7 @@ Status DecodeCells(const uint8_t* geometry, size_t geometry_size, const uint8_t*
     cells->centres.push_back(p);
   }
   if (with_intensity) {
-    RangeDecoder irc(intensity_bytes, intensity_size, model.adaptation);
+    RangeDecoder irc(intensity_bytes, intensity_size);
     IntensityModel im;
     int prev = 0;
     cells->intensity.resize(level.size());

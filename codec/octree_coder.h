@@ -19,19 +19,15 @@ struct CellCloud {
   std::vector<uint8_t> intensity;        // 6-bit quantised, one per centre (when coded)
 };
 
-// How occupancy bits are modelled (docs/delta-format.md, "Octree sections"): the models'
-// adaptation, and whether a bit's context also holds the causal child-level neighbours (version
-// 4: the cells at -x, -y, -z of the child, all coded before it).
-// Version 7: start, where the map carries codec priors, holds kOctreeModels occupancy model
-// states (the causal table of versions 4-7, in OccupancyContexts order) to start from instead of
-// one half, and then every level takes the causal contexts (not only those of 1024 nodes or
-// more); end (training, codec.h TrainPriors) receives the states after the last bit (those of
-// start, or fresh ones, when the section is empty). Intensity models always start fresh.
+// Where the occupancy models start and end (docs/delta-format.md, "Octree sections"): start,
+// where the map carries codec priors, holds kOctreeModels model states (in OccupancyContexts
+// order) to start from instead of one half, and then every level takes the causal contexts (not
+// only those of 1024 nodes or more); end (training, codec.h TrainPriors) receives the states after
+// the last bit (those of start, or fresh ones, when the section is empty). Intensity models always
+// start fresh.
 constexpr size_t kOctreeModels = 3 * 8 * 4 * 7 * 17;
 struct OctreeModel {
-  Adaptation adaptation;
-  bool causal = false;
-  const BitModel* start = nullptr;  // causal models only
+  const BitModel* start = nullptr;
   BitModel* end = nullptr;
 };
 

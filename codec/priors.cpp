@@ -1,4 +1,4 @@
-// The codec priors' serialisation (docs/map-format.md, "Codec priors") and the models by version.
+// The codec priors' serialisation (docs/map-format.md, "Codec priors").
 #include "priors.h"
 
 #include <cstring>
@@ -85,22 +85,15 @@ ModelStates FreshModelStates() {
   return models;
 }
 
-Adaptation AdaptationOf(uint8_t version) {
-  return version >= kVersionCounted ? Adaptation::kCounted : Adaptation::kShift4;
-}
-
-SelectionModel SelectionModelOf(uint8_t version, const std::vector<BitModel>& priors) {
-  SelectionModel m{AdaptationOf(version),
-                   version >= kVersionRing      ? NeighbourContext::kRingNeighbours
-                   : version >= kVersionCounted ? NeighbourContext::kFaceStates
-                                                : NeighbourContext::kSelectedFaces};
-  if (version >= kVersionPriors && !priors.empty()) m.start = priors.data();
+SelectionModel SelectionModelFrom(const std::vector<BitModel>& priors) {
+  SelectionModel m;
+  if (!priors.empty()) m.start = priors.data();
   return m;
 }
 
-OctreeModel OctreeModelOf(uint8_t version, const std::vector<BitModel>& start) {
-  OctreeModel m{AdaptationOf(version), version >= kVersionCausal};
-  if (version >= kVersionPriors && !start.empty()) m.start = start.data();
+OctreeModel OctreeModelFrom(const std::vector<BitModel>& start) {
+  OctreeModel m;
+  if (!start.empty()) m.start = start.data();
   return m;
 }
 

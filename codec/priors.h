@@ -25,10 +25,8 @@ std::vector<uint8_t> WritePriors(const ModelStates& states);
 // The map's priors; none (every vector empty) when the map carries none.
 Status ReadPriors(const maps::RouteMap& map, ModelStates* out);
 
-Adaptation AdaptationOf(uint8_t version);
-// priors: the map's (ReadPriors), empty for none.
-SelectionModel SelectionModelOf(uint8_t version, const std::vector<BitModel>& priors);
-// start: the section's priors, empty for none.
-OctreeModel OctreeModelOf(uint8_t version, const std::vector<BitModel>& start = {});
+// The models starting from a stream's priors (ModelStates), or at one half where it has none.
+SelectionModel SelectionModelFrom(const std::vector<BitModel>& priors);
+OctreeModel OctreeModelFrom(const std::vector<BitModel>& start = {});
 
 }  // namespace dv::codec

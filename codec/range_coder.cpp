@@ -36,8 +36,7 @@ std::vector<uint8_t> RangeEncoder::Finish() {
   return std::move(out_);
 }
 
-RangeDecoder::RangeDecoder(const uint8_t* data, size_t size, Adaptation adaptation)
-    : adaptation_(adaptation), p_(data), end_(data + size) {
+RangeDecoder::RangeDecoder(const uint8_t* data, size_t size) : p_(data), end_(data + size) {
   for (int i = 0; i < 4; ++i) code_ = (code_ << 8) | NextByte();
 }
 

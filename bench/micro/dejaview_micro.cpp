@@ -21,7 +21,7 @@ void BM_RangeEncodeBits(benchmark::State& state) {
   std::vector<int> bits(1 << 20);
   for (auto& b : bits) b = (rng() % 10) == 0;  // skewed, like occupancy bits
   for (auto _ : state) {
-    codec::RangeEncoder enc(codec::Adaptation::kCounted);
+    codec::RangeEncoder enc;
     codec::BitModel m;
     for (int b : bits) enc.Encode(&m, b);
     benchmark::DoNotOptimize(enc.Finish());
@@ -33,12 +33,12 @@ BENCHMARK(BM_RangeEncodeBits)->Unit(benchmark::kMillisecond);
 void BM_RangeDecodeBits(benchmark::State& state) {
   std::mt19937 rng(1);
   const size_t n = 1 << 20;
-  codec::RangeEncoder enc(codec::Adaptation::kCounted);
+  codec::RangeEncoder enc;
   codec::BitModel em;
   for (size_t i = 0; i < n; ++i) enc.Encode(&em, (rng() % 10) == 0);
   const std::vector<uint8_t> bytes = enc.Finish();
   for (auto _ : state) {
-    codec::RangeDecoder dec(bytes.data(), bytes.size(), codec::Adaptation::kCounted);
+    codec::RangeDecoder dec(bytes.data(), bytes.size());
     codec::BitModel m;
     int ones = 0;
     for (size_t i = 0; i < n; ++i) ones += dec.Decode(&m);
@@ -55,7 +55,7 @@ void BM_OctreeEncodeFrame(benchmark::State& state) {
     std::vector<uint8_t> geometry, intensity;
     codec::CellCloud cells;
     const Status s = codec::EncodeCells(f.xyz, f.intensity, 0.02, true,
-                                        codec::OctreeModel{codec::Adaptation::kCounted, true},
+                                        codec::OctreeModel{},
                                         &geometry, &intensity, &cells);
     benchmark::DoNotOptimize(s.ok());
   }
@@ -67,7 +67,7 @@ void BM_OctreeDecodeFrame(benchmark::State& state) {
   std::vector<uint8_t> geometry, intensity;
   codec::CellCloud cells;
   if (!codec::EncodeCells(f.xyz, f.intensity, 0.02, true,
-                          codec::OctreeModel{codec::Adaptation::kCounted, true}, &geometry,
+                          codec::OctreeModel{}, &geometry,
                           &intensity, &cells)
            .ok()) {
     state.SkipWithError("EncodeCells failed");
@@ -77,7 +77,7 @@ void BM_OctreeDecodeFrame(benchmark::State& state) {
     codec::CellCloud out;
     const Status s = codec::DecodeCells(
         geometry.data(), geometry.size(), intensity.data(), intensity.size(), 0.02, true,
-        codec::OctreeModel{codec::Adaptation::kCounted, true}, f.size(), &out);
+        codec::OctreeModel{}, f.size(), &out);
     benchmark::DoNotOptimize(s.ok());
   }
 }

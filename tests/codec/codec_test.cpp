@@ -259,9 +259,9 @@ class StreetMap : public ::testing::Test {
     ASSERT_TRUE(maps::BuildMap({drive_}, opt, root_ + "/map").ok());
     map_ = maps::OpenMap(root_ + "/map", 0).value();
   }
-  // The street map with the codec priors the encoder learnt when the version 7 golden file was
-  // written (golden_priors.bin): learnt afresh, they would follow every change of the encoder's
-  // choices, and the map's version with them, and the committed files would no longer decode.
+  // The street map with committed codec priors (golden_priors.bin): learnt afresh, they would
+  // follow every change of the encoder's choices, and the map's version with them, and the
+  // committed golden frames would no longer decode.
   std::unique_ptr<maps::RouteMap> GoldenPriorsMap() {
     maps::BuildOptions opt;
     opt.resolution_m = 0.1;
@@ -308,7 +308,7 @@ class StreetMap : public ::testing::Test {
     ASSERT_FALSE(d.ok()) << what;
     EXPECT_EQ(d.status().code(), Status::Code::kCorruption);
     EXPECT_NE(d.status().message().find(what), std::string::npos) << d.status().message();
-    if (what.find("only valid") != std::string::npos) {
+    if (what.find("not valid") != std::string::npos) {
       EXPECT_FALSE(DecodeHeader(b.data(), b.size()).ok());
     }
     // Sections decoded side by side report what one thread reports.
@@ -316,16 +316,12 @@ class StreetMap : public ::testing::Test {
     ASSERT_FALSE(threaded.ok()) << what;
     EXPECT_EQ(threaded.status().message(), d.status().message());
   }
-  // Section `name` (id) first appeared in delta format `version`: a delta frame relabelled
-  // version - 1 and an intra frame given `body` as that section are both refused.
-  void ExpectOnlyInDelta(Sections delta, Sections intra, uint8_t id, const std::string& name,
-                         uint8_t version, const std::vector<uint8_t>& body) {
-    const std::string what = "section " + name + " is only valid in a delta frame of version " +
-                             std::to_string(version) + " or later";
-    delta.prefix[4] = uint8_t(version - 1);
-    ExpectCorrupt(delta, what);
+  // Section `name` (id) belongs in delta frames: an intra frame given `body` as that section is
+  // refused, by the decoder and by `dejaview inspect`.
+  void ExpectOnlyInDelta(Sections intra, uint8_t id, const std::string& name,
+                         const std::vector<uint8_t>& body) {
     intra.list.emplace_back(id, body);
-    ExpectCorrupt(intra, what);
+    ExpectCorrupt(intra, "section " + name + " is not valid in an intra frame");
   }
   std::string root_;
   Drive drive_;
@@ -871,7 +867,7 @@ TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
     marks.close[j] = kind >= 2 && kind < 4;
   }
   std::vector<uint8_t> chosen, decoded;
-  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  const SelectionModel model = SelectionModel{};
   const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &chosen);
   ASSERT_TRUE(DecodeSelection(cand, bits.data(), bits.size(), model, &decoded).ok());
   EXPECT_EQ(decoded, chosen);
@@ -899,7 +895,7 @@ TEST_F(StreetMap, SelectionLeavesANearestOutOnlyWhereItsPointsKeepTheirSecond) {
   const CandidateMarks& marks = c.marks;
   const double bound = c.bound;
   std::vector<uint8_t> chosen, decoded;
-  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  const SelectionModel model = SelectionModel{};
   const std::vector<uint8_t> bits = EncodeSelection(cand, marks, model, &chosen);
   ASSERT_TRUE(DecodeSelection(cand, bits.data(), bits.size(), model, &decoded).ok());
   EXPECT_EQ(decoded, chosen);
@@ -935,7 +931,7 @@ TEST_F(StreetMap, SelectionLeavesANearestOutOnlyWhereItsPointsKeepTheirSecond) {
   }
 }
 
-// Version 9's parts of the selection depend on nothing outside them: decoded one by one in
+// The selection's parts depend on nothing outside them: decoded one by one in
 // reverse order, or all at once on threads, they give the bits the encoder chose and the pairs it
 // listed, and no listed pair crosses a part.
 TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
@@ -945,7 +941,7 @@ TEST_F(StreetMap, SelectionPartsDecodeOnTheirOwnInAnyOrder) {
   const Candidates& cand = c.cand;
   const CandidateMarks& marks = c.marks;
   const size_t n = cand.voxels.size();
-  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  const SelectionModel model = SelectionModel{};
   for (int parts : {2, 5}) {
     // Part p holds [n p / parts, n (p + 1) / parts).
     auto part_of = [&](size_t i) {
@@ -1096,7 +1092,7 @@ TEST_F(StreetMap, PointsListedByNearestServeTheSelectionAsItsOwnLists) {
       }
     }
   }
-  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  const SelectionModel model = SelectionModel{};
   std::vector<uint8_t> own_selected, listed_selected;
   const std::vector<uint8_t> own = EncodeSelection(c.cand, c.marks, model, &own_selected);
   const std::vector<uint8_t> from_lists = EncodeSelection(c.cand, listed, model, &listed_selected);
@@ -1114,7 +1110,7 @@ TEST_F(StreetMap, FillDecodesWhatTheEncoderLetThroughPastAPartialOrder) {
   ASSERT_NO_FATAL_FAILURE(ClassifyStreet(&c));
   std::vector<uint8_t> selected;
   std::vector<SelectedPair> pairs;
-  const SelectionModel model = {Adaptation::kCounted, NeighbourContext::kRingNeighbours};
+  const SelectionModel model = SelectionModel{};
   EncodeSelection(c.cand, c.marks, model, &selected, &pairs);
   ASSERT_GT(pairs.size(), 1000u);
   std::vector<Eigen::Vector3f> thinned;
@@ -1448,7 +1444,7 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
     }
     // The split moves unexplained points between the two octrees only.
     const size_t gap_cells = size_t(std::count(dec->source.begin(), dec->source.end(), 2));
-    EXPECT_EQ(bytes[4], 9) << "the encoder writes format version 9";
+    EXPECT_EQ(bytes[4], 1) << "the encoder writes format version 1";
     if (!c.with_map || c.gap_factor == 0) {
       EXPECT_EQ(rep.gap_points, 0u);
       EXPECT_EQ(gap_cells, 0u);
@@ -1887,9 +1883,10 @@ TEST(VoxelHash, GrowsPastItsSizingHint) {
   EXPECT_EQ(h.size(), size_t(n));
 }
 
-// Both octree models round-trip the same cells; version 4's causal contexts are in use (levels
-// of 1024 nodes or more: a surface and a scatter of 30 k points) and are what its decoder needs.
-TEST(Octree, BothModelsRoundTripAndDiffer) {
+// The octree round-trips the same cells with fresh models and with models that start from learnt
+// states (as from a map's priors: the causal contexts on every level), the learnt start is
+// smaller, and a stream decodes only with the model it was coded with.
+TEST(Octree, FreshAndLearntModelsRoundTripAndDiffer) {
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> u(-10, 10);
   std::vector<Eigen::Vector3f> pts;
@@ -1900,21 +1897,25 @@ TEST(Octree, BothModelsRoundTripAndDiffer) {
   const std::vector<float> inten(pts.size(), 0.5f);
   std::vector<uint8_t> bytes[2];
   CellCloud encoded;
-  for (int causal = 0; causal < 2; ++causal) {
-    const OctreeModel model{Adaptation::kCounted, causal == 1};
+  std::vector<BitModel> learnt(kOctreeModels);
+  for (int start = 0; start < 2; ++start) {
+    OctreeModel model;
+    if (start == 0) model.end = learnt.data();  // the fresh models' end states
+    if (start == 1) model.start = learnt.data();
     CellCloud decoded;
     std::vector<uint8_t> in;
-    ASSERT_TRUE(EncodeCells(pts, inten, 0.05, false, model, &bytes[causal], &in, &encoded).ok());
-    ASSERT_TRUE(DecodeCells(bytes[causal].data(), bytes[causal].size(), nullptr, 0, 0.05, false,
+    ASSERT_TRUE(EncodeCells(pts, inten, 0.05, false, model, &bytes[start], &in, &encoded).ok());
+    model.end = nullptr;
+    ASSERT_TRUE(DecodeCells(bytes[start].data(), bytes[start].size(), nullptr, 0, 0.05, false,
                             model, pts.size(), &decoded)
                     .ok());
-    EXPECT_EQ(decoded.centres, encoded.centres) << "causal " << causal;
+    EXPECT_EQ(decoded.centres, encoded.centres) << "start " << start;
     EXPECT_GT(encoded.centres.size(), 20000u);
   }
   EXPECT_LT(bytes[1].size(), bytes[0].size());
   CellCloud wrong;
   const Status s = DecodeCells(bytes[1].data(), bytes[1].size(), nullptr, 0, 0.05, false,
-                               {Adaptation::kCounted, false}, pts.size(), &wrong);
+                               OctreeModel{}, pts.size(), &wrong);
   EXPECT_TRUE(!s.ok() || wrong.centres != encoded.centres) << "the other model decoded it";
 }
 
@@ -1948,10 +1949,8 @@ TEST(Octree, DropCoveredCellsKeepsEveryPointWithinTheBound) {
     EXPECT_EQ(j, kept.size()) << "T " << T;
     CellCloud all, left;
     std::vector<uint8_t> g, in;
-    ASSERT_TRUE(
-        EncodeCells(pts, inten, step, false, {Adaptation::kCounted, true}, &g, &in, &all).ok());
-    ASSERT_TRUE(
-        EncodeCells(kept, kept_i, step, false, {Adaptation::kCounted, true}, &g, &in, &left).ok());
+    ASSERT_TRUE(EncodeCells(pts, inten, step, false, OctreeModel{}, &g, &in, &all).ok());
+    ASSERT_TRUE(EncodeCells(kept, kept_i, step, false, OctreeModel{}, &g, &in, &left).ok());
     EXPECT_LT(left.centres.size(), all.centres.size() * 95 / 100) << "T " << T;
     EXPECT_GT(left.centres.size(), all.centres.size() / 3) << "T " << T;
     for (const Eigen::Vector3f& p : pts) {
@@ -2005,7 +2004,7 @@ TEST(Codec, CausalNeighboursMatchHashLookups) {
   EXPECT_GT(across_z, 0u);
 }
 
-// Version 5's neighbour state has an SSE2 version on x86-64 and a portable one elsewhere; a frame
+// The ring neighbours' state has an SSE2 version on x86-64 and a portable one elsewhere; a frame
 // coded on one machine must decode on the other, so they must agree on every input: ranges that
 // tie exactly or within float steps, absent neighbours, selected ones.
 TEST(Codec, RingStateSse2MatchesScalar) {
@@ -2116,96 +2115,51 @@ TEST(Codec, RingStatePlanesMatchesScalar) {
 #endif
 }
 
-// The bitstream is pinned. The encoder must write the committed version 9 files byte for byte,
-// and every committed file must decode within its bound: the version 1-8 files that earlier
-// encoders wrote stay, so frames already in spools and stores keep decoding.
-// DEJAVIEW_UPDATE_GOLDEN=1 rewrites the files of the current version (a format change must also
-// bump the format version and keep the older files).
+// The bitstream is pinned: the encoder writes the committed files byte for byte (with and without
+// the AVX2 paths), and each decodes within its bound. An intra frame, a delta frame against the
+// map without codec priors, and one against the map with the committed priors.
+// DEJAVIEW_UPDATE_GOLDEN=1 rewrites them; until the format's first release a format change
+// replaces the files, it does not add a version.
 TEST_F(StreetMap, GoldenFilesPinTheBitstream) {
   const PointCloud frame = test::StreetFrame(test::StreetPose(3), {test::CarAt(5, 3)});
   const std::unique_ptr<maps::RouteMap> priors = GoldenPriorsMap();
   ASSERT_TRUE(priors);
   ASSERT_FALSE(priors->codec_priors().empty());
+  ASSERT_TRUE(map_->codec_priors().empty());
   struct Golden {
     const char* name;
     maps::RouteMap* map;
-    double gap_factor;
-    uint8_t version;
-    bool pinned = false;  // written by the current encoder, byte for byte
   };
-  // Version 1: no gap sections; 2: gap sections; 3: kCounted models, face-state selection context;
-  // 4: causal child-level neighbours in the octree contexts; 5: ring neighbours in the selection
-  // contexts; 6: surface sections; 7: selection models start from the map's codec priors (the
-  // version 7 to 9 delta files are coded against the map that carries them); 8: fill section;
-  // 9: the map section's bits in parts (two).
-  // golden_delta_v5_nearest_rule.dvd is version 5 as the encoder first wrote it, before it chose
-  // free selection bits by their models' odds (map_coder.cpp kAddOdds);
-  // golden_delta_v6_every_nearest.dvd version 6 before it left some nearests out (kCoverOdds);
-  // golden_delta_v8_free_adds.dvd version 8 while the encoder still selected free bits its models
-  // favoured (the rule kAddOdds, gone since the fill section made it cost more than it bought);
-  // golden_delta_v9_thirteen_iterations.dvd version 9 while registration ran 8 coarse and 5 fine
-  // iterations, the fine ones on a subsample of their own (then 7 and 3, on the coarse stage's
-  // subsample on maps this fine: another pose, 6 mm off); golden_delta_v9_seven_coarse_iterations
-  // .dvd while it ran all 7 coarse ones (now the last at the floor's reach once an update moves
-  // points less than 5 cm: registration.cpp kCoarseSettledM).
-  for (const Golden& g : {Golden{"golden_intra_v1.dvd", nullptr, 0, 1},
-                          Golden{"golden_delta_v1.dvd", map_.get(), 0, 1},
-                          Golden{"golden_delta_v2.dvd", map_.get(), 2, 2},
-                          Golden{"golden_intra_v3.dvd", nullptr, 2, 3},
-                          Golden{"golden_delta_v3.dvd", map_.get(), 2, 3},
-                          Golden{"golden_intra_v4.dvd", nullptr, 2, 4},
-                          Golden{"golden_delta_v4.dvd", map_.get(), 2, 4},
-                          Golden{"golden_delta_v5_nearest_rule.dvd", map_.get(), 2, 5},
-                          Golden{"golden_intra_v5.dvd", nullptr, 2, 5},
-                          Golden{"golden_delta_v5.dvd", map_.get(), 2, 5},
-                          Golden{"golden_delta_v6_every_nearest.dvd", map_.get(), 2, 6},
-                          Golden{"golden_intra_v6.dvd", nullptr, 2, 6},
-                          Golden{"golden_delta_v6.dvd", map_.get(), 2, 6},
-                          Golden{"golden_intra_v7.dvd", nullptr, 2, 7},
-                          Golden{"golden_delta_v7.dvd", priors.get(), 2, 7},
-                          Golden{"golden_delta_v8_free_adds.dvd", priors.get(), 2, 8},
-                          Golden{"golden_intra_v8.dvd", nullptr, 2, 8},
-                          Golden{"golden_delta_v8.dvd", priors.get(), 2, 8},
-                          Golden{"golden_delta_v9_thirteen_iterations.dvd", priors.get(), 2, 9},
-                          Golden{"golden_delta_v9_seven_coarse_iterations.dvd", priors.get(), 2, 9},
-                          Golden{"golden_intra_v9.dvd", nullptr, 2, 9, true},
-                          Golden{"golden_delta_v9.dvd", priors.get(), 2, 9, true}}) {
+  for (const Golden& g :
+       {Golden{"golden_intra.dvd", nullptr}, Golden{"golden_delta_without_priors.dvd", map_.get()},
+        Golden{"golden_delta.dvd", priors.get()}}) {
     const std::string path = test::FixturePath(g.name);
-    if (g.pinned) {
-      EncoderParams p;
-      p.tolerance_m = 0.15;
-      p.gap_factor = g.gap_factor;
-      auto bytes = Encode(frame, test::StreetPose(3), {42, 1000, 0}, p, g.map).value();
-      if (std::getenv("DEJAVIEW_UPDATE_GOLDEN")) {
-        ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
-      }
-      auto golden = ReadFileBytes(path);
-      ASSERT_TRUE(golden.ok()) << golden.status().ToString();
-      EXPECT_EQ(bytes, *golden) << g.name << " differs from the committed bitstream";
-      // Without the AVX2 paths (projection, classification), as on a CPU without AVX2.
-      AllowAvx2(false);
-      auto sse2 = Encode(frame, test::StreetPose(3), {42, 1000, 0}, p, g.map);
-      AllowAvx2(true);
-      ASSERT_TRUE(sse2.ok());
-      EXPECT_EQ(*sse2, *golden) << g.name << " differs without AVX2";
+    EncoderParams p;
+    p.tolerance_m = 0.15;
+    auto bytes = Encode(frame, test::StreetPose(3), {42, 1000, 0}, p, g.map).value();
+    if (std::getenv("DEJAVIEW_UPDATE_GOLDEN")) {
+      ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
     }
     auto golden = ReadFileBytes(path);
     ASSERT_TRUE(golden.ok()) << golden.status().ToString();
+    EXPECT_EQ(bytes, *golden) << g.name << " differs from the committed bitstream";
+    // Without the AVX2 paths (projection, classification), as on a CPU without AVX2.
+    AllowAvx2(false);
+    auto sse2 = Encode(frame, test::StreetPose(3), {42, 1000, 0}, p, g.map);
+    AllowAvx2(true);
+    ASSERT_TRUE(sse2.ok());
+    EXPECT_EQ(*sse2, *golden) << g.name << " differs without AVX2";
     auto dec = Decode(golden->data(), golden->size(), g.map);
     ASSERT_TRUE(dec.ok()) << g.name << ": " << dec.status().ToString();
     EXPECT_EQ(dec->info.sequence, 42u);
-    EXPECT_EQ((*golden)[4], g.version) << g.name;
-    EXPECT_EQ(std::count(dec->source.begin(), dec->source.end(), 2) > 0,
-              g.map != nullptr && g.gap_factor > 0)
+    EXPECT_EQ((*golden)[4], 1) << g.name;
+    // Gap and fill points in the delta frames only, and never more points than the original.
+    EXPECT_EQ(std::count(dec->source.begin(), dec->source.end(), 2) > 0, g.map != nullptr)
         << g.name;
+    EXPECT_EQ(std::count(dec->source.begin(), dec->source.end(), 3) > 0, g.map != nullptr)
+        << g.name;
+    EXPECT_LE(dec->cloud.size(), frame.size()) << g.name;
     EXPECT_LE(bench::CompareFrames(frame.xyz, dec->cloud.xyz).hausdorff_m(), 0.15) << g.name;
-    // Fill points only in version 8 and 9 delta frames, and never more points than the original.
-    EXPECT_EQ(std::count(dec->source.begin(), dec->source.end(), 3) > 0,
-              g.map != nullptr && g.version >= 8)
-        << g.name;
-    if (g.version >= 8) {
-      EXPECT_LE(dec->cloud.size(), frame.size()) << g.name;
-    }
   }
 }
 
@@ -2243,10 +2197,8 @@ TEST_F(StreetMap, GapSplitHoldsTheBoundOnPerturbedFrames) {
     const auto gap_cells = std::count(dec->source.begin(), dec->source.end(), 2);
     bool has_gap_section = false;
     for (const auto& [name, n] : dec->section_bytes) has_gap_section |= name == "gap";
-    // Delta frames of version 3 and later always carry the gap sections, empty when the split is
-    // off.
+    // Delta frames always carry the gap sections, empty when the split is off.
     EXPECT_TRUE(has_gap_section);
-    EXPECT_EQ(bytes[4], 9);
     if (gap_factor == 0) {
       unexplained = rep.residual_points;
       EXPECT_EQ(rep.gap_points, 0u);
@@ -2287,16 +2239,19 @@ TEST_F(StreetMap, DamagedOrMisplacedGapSectionsAreRejected) {
   s = whole;
   s.erase(kGapIntensityId);
   ExpectCorrupt(s, "missing section gap_intensity");
-  ExpectOnlyInDelta(whole, Split(Encode(frame, test::StreetPose(2), {}, {}, nullptr).value()),
-                    kGapId, "gap", 2, gap_body);
-  // A version 1 frame (the committed one, coded against this map) relabelled 2 lacks its gap
-  // section.
-  s = Split(ReadFileBytes(test::FixturePath("golden_delta_v1.dvd")).value());
-  s.prefix[4] = 2;
-  ExpectCorrupt(s, "missing section gap");
+  ExpectOnlyInDelta(Split(Encode(frame, test::StreetPose(2), {}, {}, nullptr).value()), kGapId,
+                    "gap", gap_body);
+  // Nor does a delta frame take an intra section, or any section of an unknown id (in the last
+  // section's place: a delta frame has the most sections a frame may have).
+  s = whole;
+  s.list.back().first = 4;
+  ExpectCorrupt(s, "section intra is not valid in a delta frame");
+  s = whole;
+  s.list.back().first = 11;
+  ExpectCorrupt(s, "unknown section id 11");
 }
 
-// Version 6's surface sections: gap points on the map's ground profile, coded as 2D cells whose
+// The surface sections: gap points on the map's ground profile, coded as 2D cells whose
 // height the decoder reads off the map. The bound holds for them as for every point, and a
 // damaged, misplaced or impossible surface section is refused.
 TEST_F(StreetMap, SurfaceSectionsHoldTheBoundAndDamageIsRejected) {
@@ -2340,13 +2295,13 @@ TEST_F(StreetMap, SurfaceSectionsHoldTheBoundAndDamageIsRejected) {
   s = whole;
   s.erase(kSurfaceId);
   ExpectCorrupt(s, "missing section surface");
-  ExpectOnlyInDelta(whole, Split(Encode(frame, test::StreetPose(2), {}, p, nullptr).value()),
-                    kSurfaceId, "surface", 6, whole.list.front().second);
+  ExpectOnlyInDelta(Split(Encode(frame, test::StreetPose(2), {}, p, nullptr).value()), kSurfaceId,
+                    "surface", whole.list.front().second);
   // A cell 200 m out, beyond the profile's reach: no height to give it.
   s = whole;
   std::vector<uint8_t> far_cell, far_intensity;
   ASSERT_TRUE(EncodeCells({Eigen::Vector3f(150, 150, 0)}, {0.5f}, 1.4 * (tol - 1e-4), true,
-                          {Adaptation::kCounted, true}, &far_cell, &far_intensity, nullptr)
+                          OctreeModel{}, &far_cell, &far_intensity, nullptr)
                   .ok());
   s.body(kSurfaceId) = far_cell;
   s.body(kSurfaceIntensityId) = far_intensity;
@@ -2399,8 +2354,8 @@ TEST_F(StreetMap, FillKeepsTheBoundAndThePointCountAndDamageIsRejected) {
   s = whole;
   s.body(kFillId) = {0x01, 0x00};  // one point: nothing to fill, and a byte left over
   ExpectCorrupt(s, "delta: fill: trailing bytes");
-  ExpectOnlyInDelta(whole, Split(Encode(frame, test::StreetPose(3), {}, p, nullptr).value()),
-                    kFillId, "fill", 8, whole.list.back().second);
+  ExpectOnlyInDelta(Split(Encode(frame, test::StreetPose(3), {}, p, nullptr).value()), kFillId,
+                    "fill", whole.list.back().second);
 }
 
 // Any number of parts keeps the bound and decodes the same on any number of threads; the part

@@ -42,7 +42,7 @@ struct EncoderParams {
   // Which map voxels stand for the explained points: each point's nearest within the tolerance,
   // and every one within select_factor * tolerance_m of a point. 1 selects every voxel within
   // the tolerance of a point; lower selects fewer, and the decoded points lie nearer the
-  // originals (lower Chamfer distance at the same tolerance; docs/delta-format.md). In [0, 1].
+  // originals (lower Chamfer distance at the same tolerance). In [0, 1].
   // The other voxels within the tolerance of a point follow their bits' models where these are
   // sure (map_coder.h EncodeSelection).
   double select_factor = 0.6;
@@ -55,7 +55,7 @@ struct EncoderParams {
   // cell coding run side by side). The bytes are the same with any number. In [1, 16]: each
   // thread of the classification keeps its own marks of every candidate (about 1 MB at T = 0.1).
   int threads = 1;
-  // The map section's bits are coded in this many parts (version 9), each decodable on a thread
+  // The map section's bits are coded in this many parts, each decodable on a thread
   // of its own: more parts, more threads for the decoder, and each part's models learn afresh
   // (docs/delta-format.md). The bytes depend on it, not on threads. In [1, 16].
   int selection_parts = 2;
@@ -143,7 +143,7 @@ class Decoder {
 // models of the map, residual, gap and surface sections after coding frames of the map's own
 // drives against it at its resolution, in turn, each starting where the one before ended (the
 // frames of BuildOptions::every, at most kMaxPriorFrames of them spread evenly, the drives' poses
-// as priors). Delta frames of version 7 start those models there: a context then codes its first
+// as priors). Delta frames start those models there: a context then codes its first
 // bits at the odds of the route, not at one half.
 constexpr size_t kMaxPriorFrames = 24;
 StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int every,

@@ -12,20 +12,13 @@
 
 namespace dv::codec {
 
-// How a BitModel's probability adapts to the bits it codes. Delta format versions 1 and 2 use
-// kShift4: a 12-bit probability moved 1/16 of the way towards each coded bit. Version 3 uses
-// kCounted: a 16-bit probability whose step shrinks as the model is used (1/2 at its first bit,
-// 1/8 up to its 8th, 1/16 up to its 32nd, then 1/32), so a fresh context learns from a few
-// bits and a busy one settles on a finer estimate (as CABAC's and AV1's counters do; 2-4%
-// smaller frames on KITTI by themselves, BENCHMARK.md). Encoder and decoder of a stream must
-// agree on it.
-enum class Adaptation : uint8_t { kShift4, kCounted };
-
-// Probability that the next bit is 0, in units of 2^-16 (kShift4 keeps the low 4 bits zero);
-// starts at one half.
+// A bit's adaptive model: the probability that the next bit is 0, in units of 2^-16, starting at
+// one half. Its step towards each coded bit shrinks as the model is used (1/2 at its first bit,
+// 1/8 up to its 8th, 1/16 up to its 32nd, then 1/32), so a fresh context learns from a few bits
+// and a busy one settles on a finer estimate, as CABAC's and AV1's counters do.
 struct BitModel {
   uint16_t p = 1 << 15;
-  uint8_t uses = 0;  // kCounted: bits coded with this model so far, saturating at 32
+  uint8_t uses = 0;  // bits coded with this model so far, saturating at 32
 };
 
 namespace range_detail {
@@ -33,20 +26,11 @@ namespace range_detail {
 constexpr uint32_t kTop = 1u << 24;
 
 // The share of range that codes a 0.
-inline uint32_t Bound(uint32_t range, const BitModel& m, Adaptation a) {
-  return a == Adaptation::kShift4 ? (range >> 12) * (m.p >> 4) : (range >> 16) * m.p;
-}
+inline uint32_t Bound(uint32_t range, const BitModel& m) { return (range >> 16) * m.p; }
 
-// p stays within [1, 65535] (kCounted) or [15, 4081] x 16 (kShift4), so Bound is never 0 and
-// never the whole range. Both ways are computed and one kept: which bit came is the data's, and
-// a branch on it was mispredicted often.
-inline void Adapt(BitModel* m, int bit, Adaptation a) {
-  if (a == Adaptation::kShift4) {
-    const uint32_t p = m->p >> 4;
-    const uint32_t zero = p + ((4096 - p) >> 4), one = p - (p >> 4);
-    m->p = uint16_t((bit == 0 ? zero : one) << 4);
-    return;
-  }
+// p stays within [1, 65535], so Bound is never 0 and never the whole range. Both ways are computed
+// and one kept: which bit came is the data's, and a branch on it would be mispredicted often.
+inline void Adapt(BitModel* m, int bit) {
   // The step by uses so far: 1/2 for the first bit, 1/8 up to the 8th, 1/16 up to the 32nd, then
   // 1/32 (uses saturates at 32).
   static constexpr uint8_t kShift[33] = {1, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4,
@@ -62,7 +46,6 @@ inline void Adapt(BitModel* m, int bit, Adaptation a) {
 
 class RangeEncoder {
  public:
-  explicit RangeEncoder(Adaptation adaptation) : adaptation_(adaptation) {}
   void Encode(BitModel* m, int bit);
   // Bits with probability one half (no model): raw fields inside a coded stream.
   void EncodeDirect(uint32_t value, int nbits);
@@ -71,7 +54,6 @@ class RangeEncoder {
 
  private:
   void ShiftLow();
-  Adaptation adaptation_;
   uint64_t low_ = 0;
   uint32_t range_ = 0xffffffffu;
   uint8_t cache_ = 0;
@@ -81,7 +63,7 @@ class RangeEncoder {
 
 class RangeDecoder {
  public:
-  RangeDecoder(const uint8_t* data, size_t size, Adaptation adaptation);
+  RangeDecoder(const uint8_t* data, size_t size);
   int Decode(BitModel* m);
   uint32_t DecodeDirect(int nbits);
   // Bytes read past the end of the input (zeros were substituted). A well-formed stream
@@ -100,7 +82,6 @@ class RangeDecoder {
       code_ = (code_ << 8) | NextByte();
     }
   }
-  Adaptation adaptation_;
   const uint8_t* p_;
   const uint8_t* end_;
   uint32_t range_ = 0xffffffffu;
@@ -111,10 +92,10 @@ class RangeDecoder {
 // Inline: the map section codes a bit per candidate (hundreds of thousands a frame), each in a
 // context of its own; a call per bit was a tenth of the selection's decoding.
 inline void RangeEncoder::Encode(BitModel* m, int bit) {
-  const uint32_t bound = range_detail::Bound(range_, *m, adaptation_);
+  const uint32_t bound = range_detail::Bound(range_, *m);
   low_ += bit ? bound : 0;
   range_ = bit ? range_ - bound : bound;
-  range_detail::Adapt(m, bit, adaptation_);
+  range_detail::Adapt(m, bit);
   while (range_ < range_detail::kTop) {
     range_ <<= 8;
     ShiftLow();
@@ -122,11 +103,11 @@ inline void RangeEncoder::Encode(BitModel* m, int bit) {
 }
 
 inline int RangeDecoder::Decode(BitModel* m) {
-  const uint32_t bound = range_detail::Bound(range_, *m, adaptation_);
+  const uint32_t bound = range_detail::Bound(range_, *m);
   const int bit = code_ >= bound;
   code_ -= bit ? bound : 0;
   range_ = bit ? range_ - bound : bound;
-  range_detail::Adapt(m, bit, adaptation_);
+  range_detail::Adapt(m, bit);
   Normalize();
   return bit;
 }
