@@ -116,9 +116,8 @@ bool CausalLevel(const OctreeModel& model, size_t nodes) {
 // The contexts of a node's eight children differ only in the child index, the face neighbours
 // each touches and the siblings and causal neighbours before it: per (level, flags), the eight
 // children's bases ((level * 8 + child) * 4 + touching) * 7 + all six, from a constexpr table
-// once a node, not once a child. Computing them a child, with the causal count below, was over
-// a quarter of the octree decoder's instructions (callgrind, KITTI 00, T = 0.05: 371 -> 301 M
-// over 5 frames with the tables).
+// once a node, not once a child: computed a child, with the causal count below, they would be a
+// large share of the octree decoder's instructions.
 struct BaseTable {
   uint16_t base[3][64][8];
 };
@@ -335,8 +334,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
   while ((int64_t(1) << depth) <= extent) ++depth;
 
   // The points in Morton order of their cells, each cell's in point order: a stable radix sort
-  // of 3 depth bits (std::sort of (code, index) pairs, the same order, took 1.8-2.8 times as
-  // long on 3-30 k random 36-bit codes).
+  // of 3 depth bits (the order std::sort of (code, index) pairs would give, in fewer passes).
   std::vector<uint64_t> code(points.size());
   std::vector<uint32_t> order(points.size());
   for (size_t i = 0; i < points.size(); ++i) {

@@ -17,10 +17,9 @@ size_t Gallop(const uint64_t* a, size_t n, size_t c, uint64_t target) {
   }
   return size_t(std::lower_bound(a + c, a + std::min(c + step, n), target) - a);
 }
-// The same, the next 8 keys first. Most moves are short (the cursors of an encoding of KITTI 00
-// at T = 0.12: 56% none, 86% under 4, 92% under 8), but how far is data: the keys below target
-// among the next 8 are counted without a branch, where stepping one at a time mispredicted its
-// exit (classification 18.3-18.5 -> 16.9-17.2 ms a frame, KITTI 00 at T = 0.12).
+// The same, the next 8 keys first. Most moves are short (most cursors move under 8 keys), but how
+// far is data: the keys below target among the next 8 are counted without a branch, where
+// stepping one at a time would mispredict its exit.
 inline size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
   if (c + 8 <= n) {
     size_t k = 0;
@@ -40,9 +39,8 @@ inline size_t Advance(const uint64_t* a, size_t n, size_t c, uint64_t target) {
 // later of the two, so a query far from the last one gallops once per dx, not once per column.
 // Where the queries are dense the cursors seldom fall far behind, and each moves on from where it
 // stood for the last query: its target only grows, so it is behind it either way, and the
-// columns' steps are free of each other, where the hint chained each column's loads to the last's
-// (the classification 11.1 -> 10.5 ms a frame, KITTI 00 at T = 0.12; registration's sparse
-// searches took 0.25 ms longer a frame without the hint).
+// columns' steps are free of each other, where the hint would chain each column's loads to the
+// last's. Sparse queries (registration's subsamples) keep the hint: their cursors fall far behind.
 template <int kSpan, bool kHint>
 int32_t* GatherDistinct(const uint64_t* keys, const uint32_t* item, size_t n, int span_arg,
                         uint64_t packed, int64_t step_x, int64_t step_y, size_t* c, int32_t* to) {
@@ -217,8 +215,8 @@ void SortedGrid::Pass::Columns(uint64_t packed, Column&& column) {
 
 SortedGrid::Items SortedGrid::Pass::Gather(uint64_t packed) {
   if (g_.distinct_) {
-    // Into the pass's own span^3 slots: resizing a list to the most it could take and back
-    // zeroed the slots first, a sixth of the classification's instructions at T = 0.05 (KITTI 00).
+    // Into the pass's own span^3 slots: resizing a list to the most it could take and back would
+    // zero the slots first, once a voxel.
     const int span = 2 * nb_ + 1;
     const size_t most = size_t(span) * size_t(span) * size_t(span);
     if (scratch_.size() < most) scratch_.resize(most);

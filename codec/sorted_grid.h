@@ -2,11 +2,10 @@
 // and the queries (frame points) are both sorted by voxel key, x then y then z; a pass visits the
 // queries in that order and, for each column (dx, dy) around a query's voxel, moves a cursor
 // forward to the run of items at (x + dx, y + dy, z - nb .. z + nb). Every step is a read of the
-// next sorted key, where a hash probes a random line per neighbour: with 27 probes per voxel the
-// encoder's classification took 30 ms a frame, with this 20 (codec_eval, 00, T = 0.1, the
-// distance tests included). A pass lists a voxel's items in (dx, dy, dz) order, item order within
-// a voxel, as a hash look-up loop would, so results that depend on order (the first among equals)
-// are those of the CUDA kernels, which hash.
+// next sorted key, where a hash probes a random cache line per neighbour (27 a voxel). A pass lists
+// a voxel's items in (dx, dy, dz) order, item order within a voxel, as a hash look-up loop would,
+// so results that depend on order (the first among equals) are those of the CUDA kernels, which
+// hash.
 #pragma once
 
 #include <algorithm>
@@ -65,7 +64,7 @@ class SortedGrid {
   // The same for n queries whose keys are made as they are listed: key(i, k) writes query i's key
   // to k[0..2] and returns whether it is valid; in `parts` parts of the queries at once
   // (dejaview/base/fork_join.h), with the same result. No array of keys between the two: the
-  // classification's keys and their listing were a third of its instructions (KITTI 00, T = 0.3).
+  // keys and their listing are a large share of the classification's instructions.
   // With `pairs`, pairs(i, k) makes the keys of queries i and i + 1 at once (k[0..2], k[3..5]) and
   // returns their validity as bits 0 and 1: keys made two at a time (SIMD) where the caller can.
   struct NoPairs {
@@ -219,8 +218,8 @@ class SortedGrid {
     }
   }
 
-  // Runs shorter than this are not worth a thread: starting and joining one cost 0.1 ms here
-  // (registration's searches, 1-2 k queries, ran no faster on two threads).
+  // Runs shorter than this are not worth a thread: starting and joining one costs about what
+  // registration's searches (1-2 k queries) take.
   static constexpr size_t kMinRun = 4096;
 
   // One pass over sorted queries, gathering nb <= max_nb voxels per axis around each.
@@ -230,8 +229,8 @@ class SortedGrid {
     // same either way, only how the cursors move on differs.
     Pass(const SortedGrid& grid, int nb, bool dense = false);
     // The items in the (2 nb + 1)^3 voxels around the query key `packed`, which is not less than
-    // the previous one of this pass. Gathered in place, not appended to a caller's list: the copy
-    // was a call a voxel, and the classification visits 50 k voxels a frame (KITTI 00).
+    // the previous one of this pass. Gathered in place, not appended to a caller's list: a copy
+    // would be a call a voxel, and the classification visits tens of thousands a frame.
     Items Gather(uint64_t packed);
     // The same, appended to *out.
     void Gather(uint64_t packed, std::vector<int32_t>* out) {

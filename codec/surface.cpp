@@ -14,9 +14,8 @@ namespace dv::codec {
 namespace {
 
 // A bin's sample (h, z) packed so that the lowest z, then the least h, is the least integer:
-// the bins fill by std::min, without the branch the comparisons took on each candidate, which
-// the candidates' order leaves unpredictable (the profile took 3.8 ms with it, 2.2 without, at
-// T = 0.05 on KITTI 00). z < 0 here: its sign-magnitude bits, inverted, ascend with z; h >= +0:
+// the bins fill by std::min, without a branch on each candidate, which the candidates' order
+// would leave unpredictable. z < 0 here: its sign-magnitude bits, inverted, ascend with z; h >= +0:
 // its bits ascend with h. kEmpty is no sample's key (it would be z = +0).
 constexpr uint64_t kEmpty = ~uint64_t(0);
 uint64_t Pack(float h, float z) {
@@ -51,8 +50,8 @@ void MarkOnMapSurface(const std::vector<Eigen::Vector3f>& pts, const Candidates&
   // a factor sqrt(2) (the float's exponent and top mantissa bit: no root, no division; a
   // counting sort), so that a point scans three buckets of its column: they hold every sample
   // within kSurfaceWindow of its distance (squares 0.81 to 1.21 times its own, less than a bin
-  // either way), at any height. Bucketed by height in bins of 0.3 m instead, a point scanned
-  // 180 samples (KITTI 00, T = 0.05), most of them its column's dense ground near the sensor.
+  // either way), at any height. Bucketed by height instead, a point would scan its column's
+  // dense ground near the sensor.
   constexpr int kBins = 56;                      // squares from 2^-6 (h = 0.125 m) to 2^22
   constexpr uint32_t kFirst = (127u - 6u) << 1;  // bin 0: exponent 2^-6, top bit 0
   auto bin = [](float h2) {

@@ -231,7 +231,8 @@ Status RouteMap::CollectBall(const VoxelKey& centre, int reach, std::vector<MapV
   };
   // The tiles the ball reaches, loaded (and checked) first, then room for all their voxels at
   // once: grown push by push, the array is copied to fresh pages at each doubling (a ball holds
-  // 357 k voxels on KITTI 00 at 0.05 m). std::map keeps the loaded tiles in place until Evict.
+  // hundreds of thousands of voxels on a fine map). std::map keeps the loaded tiles in place until
+  // Evict.
   std::vector<std::pair<const Loaded*, bool>> reached;  // (tile, wholly inside)
   size_t most = out->size();
   for (const TileInfo& info : tiles_) {

@@ -1,5 +1,5 @@
 // dejaview bench: ratio, error and speed of dejaview and its peers under one protocol, measured
-// as BRIEF §3 defines (see BENCHMARK.md for the commands and the latest tables).
+// as BENCHMARK.md defines (the commands and the current tables are there too).
 #include <unistd.h>
 
 #include <algorithm>

@@ -54,8 +54,7 @@ void BM_OctreeEncodeFrame(benchmark::State& state) {
   for (auto _ : state) {
     std::vector<uint8_t> geometry, intensity;
     codec::CellCloud cells;
-    const Status s = codec::EncodeCells(f.xyz, f.intensity, 0.02, true,
-                                        codec::OctreeModel{},
+    const Status s = codec::EncodeCells(f.xyz, f.intensity, 0.02, true, codec::OctreeModel{},
                                         &geometry, &intensity, &cells);
     benchmark::DoNotOptimize(s.ok());
   }
@@ -66,8 +65,7 @@ void BM_OctreeDecodeFrame(benchmark::State& state) {
   const PointCloud& f = KittiFrame(1);
   std::vector<uint8_t> geometry, intensity;
   codec::CellCloud cells;
-  if (!codec::EncodeCells(f.xyz, f.intensity, 0.02, true,
-                          codec::OctreeModel{}, &geometry,
+  if (!codec::EncodeCells(f.xyz, f.intensity, 0.02, true, codec::OctreeModel{}, &geometry,
                           &intensity, &cells)
            .ok()) {
     state.SkipWithError("EncodeCells failed");
@@ -75,9 +73,9 @@ void BM_OctreeDecodeFrame(benchmark::State& state) {
   }
   for (auto _ : state) {
     codec::CellCloud out;
-    const Status s = codec::DecodeCells(
-        geometry.data(), geometry.size(), intensity.data(), intensity.size(), 0.02, true,
-        codec::OctreeModel{}, f.size(), &out);
+    const Status s =
+        codec::DecodeCells(geometry.data(), geometry.size(), intensity.data(), intensity.size(),
+                           0.02, true, codec::OctreeModel{}, f.size(), &out);
     benchmark::DoNotOptimize(s.ok());
   }
 }

@@ -35,7 +35,7 @@ struct Args {
   int blocks = 6;    // latency blocks per mode
   int batches = 40;  // batches per latency block
   int records = 8;   // records per batch
-  size_t kib = 44;   // a KITTI frame at T = 0.1 m is about 44 KB of delta (BENCHMARK.md)
+  size_t kib = 44;   // about a KITTI frame's delta at T = 0.1 m
   int window = 4;    // the agent's default upload.window
   int throughput_batches = 200;
   std::string dir = (std::filesystem::temp_directory_path() / "dejaview-ingest-bench").string();

@@ -1785,9 +1785,8 @@ TEST(Codec, SimulatedStreetRegistrationLeavesTheAlongRoadValley) {
 
 // The codec priors (codec.h TrainPriors): learnt twice from the same drive they are the same bytes
 // (so the map version is reproducible); the odd frames coded against the map that carries them
-// decode within the bound and are smaller than against the same tiles without them (6.9% at T =
-// 0.2 on KITTI 00 with priors for all four streams, codec_eval); damaged priors are refused, by
-// name.
+// decode within the bound and are smaller than against the same tiles without them; damaged
+// priors are refused, by name.
 TEST(Codec, KittiMapPriorsShrinkFramesAndAreChecked) {
   auto drive = OpenDrive(test::KittiSeq("00"));
   ASSERT_TRUE(drive.ok());

@@ -62,7 +62,7 @@ struct AgentConfig {
   std::string map_dir;
   // The map tiles' budget, shared by the encoder threads. Each thread's encoder also keeps the
   // map side of registration for the ball around its last frames (codec/registration.h), outside
-  // this budget: 22 MB more peak memory in the bench on KITTI 00 (its largest map, T = 0.05).
+  // this budget: tens of MB on a fine map.
   int64_t map_memory_bytes = int64_t(512) << 20;
   double tolerance_m = 0.1;
   double residual_precision_m = 0.02;
