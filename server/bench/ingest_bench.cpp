@@ -22,6 +22,7 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/percentile.h"
+#include "dejaview/codec/codec.h"
 #include "dejaview/server/ingest.h"
 #include "running_server.h"  // tests/server: the in-process server of the tests
 #include "s3rver_process.h"
@@ -41,11 +42,37 @@ struct Args {
   std::string dir = (std::filesystem::temp_directory_path() / "dejaview-ingest-bench").string();
 };
 
+// Intra frames of random points, each about `kib` KiB coded: the server checks every record's
+// container before it acknowledges it, so records carry real frames. Made before anything is
+// timed; records differ in their metadata, so every object stored is a new one.
+std::vector<std::vector<uint8_t>> RandomFrames(size_t kib, int count) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-60, 60), i01(0, 1);
+  std::vector<std::vector<uint8_t>> frames;
+  size_t points = kib << 8;  // a first guess, then scaled to the size the first frame came to
+  for (int k = -1; k < count; ++k) {
+    PointCloud cloud;
+    for (size_t i = 0; i < points; ++i) cloud.push_back({u(rng), u(rng), u(rng) / 10}, i01(rng));
+    auto bytes = codec::Encoder(nullptr).Encode(cloud, Pose::Identity(), {}, {});
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "ingest_bench: %s\n", bytes.status().ToString().c_str());
+      std::exit(1);
+    }
+    if (k < 0) {
+      points = size_t(double(points) * double(kib << 10) / double(bytes->size()));
+    } else {
+      frames.push_back(std::move(bytes).value());
+    }
+  }
+  return frames;
+}
+
 // One vehicle's upload connection: HELLO, then DATA batches of fresh records.
 class Client {
  public:
-  Client(zmq::context_t* ctx, const std::string& endpoint, const Args& args)
-      : socket_(*ctx, zmq::socket_type::dealer), args_(args), rng_(7) {
+  Client(zmq::context_t* ctx, const std::string& endpoint, const Args& args,
+         const std::vector<std::vector<uint8_t>>* frames)
+      : socket_(*ctx, zmq::socket_type::dealer), args_(args), frames_(frames) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::rcvtimeo, 30'000);
     socket_.connect(endpoint);
@@ -68,8 +95,7 @@ class Client {
       r.meta.drive = "d";
       r.meta.sequence = sequence_;
       r.meta.timestamp_ns = int64_t(sequence_) * 100'000'000;
-      r.payload.resize(args_.kib << 10);
-      for (auto& b : r.payload) b = uint8_t(rng_());  // incompressible, like coded deltas
+      r.payload = (*frames_)[sequence_ % frames_->size()];
       m.records.push_back(std::move(r));
     }
     Send(m);
@@ -97,7 +123,7 @@ class Client {
   }
   zmq::socket_t socket_;
   const Args& args_;
-  std::mt19937 rng_;
+  const std::vector<std::vector<uint8_t>>* frames_;
   uint64_t batch_ = 0, sequence_ = 0;
   bool ok_ = false;
 };
@@ -130,6 +156,7 @@ int Main(const Args& args) {
   const char* names[kModes] = {"off", "on (lazy, copy at once)", "on (lazy, idle_ms 100)"};
   zmq::context_t ctx(1);  // before the clients: their sockets close before it terminates
   std::vector<std::unique_ptr<RunningServer>> servers;
+  const std::vector<std::vector<uint8_t>> frames = RandomFrames(args.kib, 16);
   std::vector<std::unique_ptr<Client>> clients;
   for (int m = 0; m < kModes; ++m) {
     const std::string d = args.dir + "/mode" + std::to_string(m);
@@ -145,7 +172,7 @@ int Main(const Args& args) {
       std::fprintf(stderr, "ingest_bench: the server on %s did not start\n", d.c_str());
       return 1;
     }
-    clients.push_back(std::make_unique<Client>(&ctx, servers.back()->endpoint(), args));
+    clients.push_back(std::make_unique<Client>(&ctx, servers.back()->endpoint(), args, &frames));
     if (!clients.back()->ok()) return 1;
   }
 
