@@ -5,8 +5,8 @@
 #include <csignal>
 #include <cstdio>
 
-#include "args.h"
 #include "dejaview/agent/agent.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/memory.h"
 
 namespace {

@@ -101,7 +101,7 @@ StatusOr<std::vector<uint8_t>> ZstdDecompress(const uint8_t* data, size_t size, 
   return out;
 }
 
-// zstd or LZ4 on the raw float32 points: the lossless baseline (BRIEF §2.2).
+// zstd or LZ4 on the raw float32 points: the lossless baseline.
 class RawCodec : public Codec {
  public:
   explicit RawCodec(Kind kind) : kind_(kind) {}

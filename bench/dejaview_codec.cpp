@@ -1,6 +1,7 @@
 // The dejaview delta codec behind the bench's Codec interface, through the public API of
-// dejaview_codec and dejaview_maps (COMMON.md contract). Built only when those libraries exist in
-// the tree, so the bench builds and measures the peers without them.
+// dejaview_codec and dejaview_maps. Without DEJAVIEW_HAVE_CODEC (bench/CMakeLists.txt defines it
+// whenever those libraries are in the build, which every build configures) it is a stub that
+// returns nullptr, and the bench measures the peers only.
 #include "dejaview/bench/codec.h"
 
 #ifdef DEJAVIEW_HAVE_CODEC

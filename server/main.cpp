@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "args.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/memory.h"
 #include "dejaview/server/ingest.h"

@@ -1,5 +1,5 @@
 // dejaview bench: ratio, error and speed of dejaview and its peers under one protocol, measured
-// as BENCHMARK.md defines (the commands and the current tables are there too).
+// as BENCHMARK.md defines them (with the commands and the current tables).
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <map>
 #include <sstream>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/bench/report.h"
 
 namespace dv::cli {

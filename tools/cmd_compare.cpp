@@ -1,14 +1,14 @@
-// dejaview compare: BRIEF §3 errors of a reconstructed drive against its original, frame by
-// frame (matched by name), and optionally a picture of the first matched frame. The main job
-// (scripts/demo.sh) uses it to judge what the server reconstructed.
+// dejaview compare: the errors (as BENCHMARK.md defines them) of a reconstructed drive against
+// its original, frame by frame (matched by name), and optionally a picture of the first matched
+// frame. The main job (scripts/demo.sh) uses it to judge what the server reconstructed.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/bench/metrics.h"
@@ -54,7 +54,7 @@ int RunCompare(int argc, char** argv) {
     std::vector<double> finite_dist;
     finite_dist.reserve(dist.size());
     for (size_t k = 0; k < dist.size(); ++k) {
-      if (!p->xyz[k].allFinite()) continue;  // removed before measuring (BRIEF §3)
+      if (!p->xyz[k].allFinite()) continue;  // removed before measuring (BENCHMARK.md)
       finite_dist.push_back(dist[k]);
       if (k >= labels.size()) continue;
       if (IsDynamicLabel(labels[k], orig->simulated())) {

@@ -1,8 +1,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 

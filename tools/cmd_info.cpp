@@ -2,8 +2,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 

@@ -4,8 +4,8 @@
 // server's keys directory as VEHICLE.public, docs/security.md).
 #include <cstdio>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/transport/upload.h"
 

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"

@@ -3,8 +3,8 @@
 #include <map>
 #include <zmq.hpp>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/transport/wire.h"

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/bench/report.h"
 

@@ -4,8 +4,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/transport/wire.h"

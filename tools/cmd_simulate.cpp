@@ -1,7 +1,7 @@
 #include <cstdio>
 
-#include "args.h"
 #include "commands.h"
+#include "dejaview/base/args.h"
 #include "dejaview/sim/simulate.h"
 
 namespace dv::cli {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
+#include "dejaview/base/args.h"
 #include "dejaview/maps/route_map.h"
 
 namespace dv::cli {

@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "args.h"
+#include "dejaview/base/args.h"
 #include "dejaview/server/export.h"
 #include "dejaview/server/storage.h"
 

@@ -25,10 +25,10 @@
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/percentile.h"
+#include "dejaview/base/testing/process_util.h"
 #include "dejaview/maps/route_map.h"
 #include "dejaview/store/frame_index.h"
 #include "dejaview/transport/wire.h"
-#include "process_util.h"
 
 namespace dv {
 namespace {

@@ -24,8 +24,8 @@
 #include "dejaview/base/percentile.h"
 #include "dejaview/codec/codec.h"
 #include "dejaview/server/ingest.h"
-#include "running_server.h"  // tests/server: the in-process server of the tests
-#include "s3rver_process.h"
+#include "dejaview/server/testing/running_server.h"
+#include "dejaview/store/testing/s3rver_process.h"
 
 namespace dv::server {
 namespace {

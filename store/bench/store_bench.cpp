@@ -26,7 +26,7 @@
 
 #include "dejaview/base/percentile.h"
 #include "dejaview/store/store.h"
-#include "s3rver_process.h"
+#include "dejaview/store/testing/s3rver_process.h"
 
 namespace dv::store {
 namespace {

@@ -1,4 +1,4 @@
-#include "postgres_process.h"
+#include "dejaview/store/testing/postgres_process.h"
 
 #include <unistd.h>
 

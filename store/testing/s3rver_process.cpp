@@ -1,4 +1,4 @@
-#include "s3rver_process.h"
+#include "dejaview/store/testing/s3rver_process.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -22,11 +22,11 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/testing/process_util.h"
 #include "dejaview/server/storage.h"
 #include "dejaview/transport/spool.h"
 #include "dejaview/transport/upload.h"
 #include "dejaview/transport/wire.h"
-#include "process_util.h"
 #include "testutil.h"
 
 namespace dv {

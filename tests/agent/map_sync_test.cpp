@@ -12,16 +12,16 @@
 #include <set>
 
 #include "../maps/scene.h"
-#include "../server/running_server.h"
 #include "dejaview/agent/map_sync.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/testing/process_util.h"
 #include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"
 #include "dejaview/server/reconstruct.h"
 #include "dejaview/server/storage.h"
+#include "dejaview/server/testing/running_server.h"
 #include "dejaview/transport/map_sync.h"
-#include "process_util.h"
 #include "testutil.h"
 
 namespace dv {

@@ -12,12 +12,12 @@
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/testing/process_util.h"
 #include "dejaview/codec/codec.h"
 #include "dejaview/server/export.h"
 #include "dejaview/server/ingest.h"
 #include "dejaview/server/storage.h"
-#include "process_util.h"
-#include "running_server.h"
+#include "dejaview/server/testing/running_server.h"
 #include "testutil.h"
 
 namespace dv::server {

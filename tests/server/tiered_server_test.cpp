@@ -10,12 +10,12 @@
 #include <zmq.hpp>
 
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/testing/process_util.h"
 #include "dejaview/codec/codec.h"
 #include "dejaview/server/storage.h"
+#include "dejaview/store/testing/postgres_process.h"
+#include "dejaview/store/testing/s3rver_process.h"
 #include "dejaview/transport/upload.h"
-#include "postgres_process.h"
-#include "process_util.h"
-#include "s3rver_process.h"
 #include "testutil.h"
 
 namespace dv::server {

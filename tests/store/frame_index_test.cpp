@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "dejaview/store/frame_index.h"
-#include "postgres_process.h"
+#include "dejaview/store/testing/postgres_process.h"
 #include "testutil.h"
 
 namespace dv::store {

@@ -4,7 +4,7 @@
 
 #include "dejaview/store/remote_tier.h"
 #include "dejaview/store/s3_client.h"
-#include "s3rver_process.h"
+#include "dejaview/store/testing/s3rver_process.h"
 #include "testutil.h"
 
 namespace dv::store {

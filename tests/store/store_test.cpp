@@ -9,9 +9,9 @@
 #include <random>
 #include <thread>
 
+#include "dejaview/base/testing/process_util.h"
 #include "dejaview/store/store.h"
-#include "process_util.h"
-#include "s3rver_process.h"
+#include "dejaview/store/testing/s3rver_process.h"
 #include "testutil.h"
 
 namespace dv::store {

@@ -38,8 +38,8 @@ struct PointCloud {
   }
 };
 
-// Removes points with a non-finite coordinate (BRIEF §3: removed before measuring and counted).
-// Returns how many were removed.
+// Removes points with a non-finite coordinate (BENCHMARK.md's metrics remove them before measuring
+// and count them). Returns how many were removed.
 size_t RemoveNonFinite(PointCloud* cloud);
 
 struct Bounds {

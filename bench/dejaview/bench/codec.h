@@ -1,5 +1,5 @@
 // The codec interface the bench measures: dejaview's delta codec and the peers a user would pick
-// instead (BRIEF §2.2), each driven through its own library API. Every codec is a knob sweep: one
+// instead, each driven through its own library API. Every codec is a knob sweep: one
 // number that trades bytes for error (tolerance, grid step, quantisation bits, level).
 #pragma once
 
@@ -19,7 +19,7 @@ namespace dv::bench {
 struct FrameContext {
   uint64_t sequence = 0;
   int64_t timestamp_ns = 0;
-  bool intensity = true;  // false: geometry only (the geometry-only ratio of BRIEF §3)
+  bool intensity = true;  // false: geometry only (the geometry-only ratio)
 };
 
 struct EncodedFrame {

@@ -1,4 +1,4 @@
-// The error metrics of BRIEF §3, exactly as defined there. For an original frame P and its
+// The error metrics of BENCHMARK.md, exactly as defined there. For an original frame P and its
 // reconstruction Q, nn(p, Q) is the Euclidean distance from p to its nearest point in Q.
 #pragma once
 
@@ -37,7 +37,7 @@ FrameError CompareFrames(const std::vector<Eigen::Vector3f>& original,
                          const std::vector<Eigen::Vector3f>& reconstruction);
 
 // Over a set of frames: each direction's RMSE is averaged over the frames, then
-// CD = (mean RMSE(P->Q) + mean RMSE(Q->P)) / 2 (BRIEF §3; every frame counts).
+// CD = (mean RMSE(P->Q) + mean RMSE(Q->P)) / 2 (every frame counts).
 double SetChamfer(const std::vector<FrameError>& frames);
 
 }  // namespace dv::bench

@@ -35,7 +35,7 @@ Pose PerturbPose(const Pose& T_world_sensor, const PoseNoise& noise, uint64_t fr
 struct BenchFrame {
   std::string name;              // "00/000001"
   PointCloud cloud;              // sensor frame, finite points only
-  size_t non_finite = 0;         // points removed before measuring (BRIEF §3)
+  size_t non_finite = 0;         // points removed before measuring
   std::vector<uint32_t> labels;  // empty, or one label per point of cloud
   bool simulated = false;        // labels use the simulator's classes, not SemanticKITTI's
   Pose T_world_sensor_prior;

@@ -14,7 +14,7 @@
 
 namespace dv::bench {
 
-// BRIEF §3: ratios at equal error are read off the rate-distortion curve at these CDs.
+// Ratios at equal error are read off the rate-distortion curve at these CDs (BENCHMARK.md).
 constexpr std::array<double, 3> kEqualErrorCdM = {0.05, 0.10, 0.15};
 
 // curve: (CD m, ratio) of one codec's settings, any order. log(ratio) is linear in CD between the

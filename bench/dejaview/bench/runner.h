@@ -1,4 +1,4 @@
-// Runs one codec at one knob over a workload and measures it exactly as BRIEF §3 defines.
+// Runs one codec at one knob over a workload and measures it exactly as BENCHMARK.md defines.
 // Every frame is coded twice: geometry only (the geometry-only ratio, the errors and the
 // timings come from this run) and with intensity (the xyz+intensity ratio). Encode and decode
 // run on the calling thread, one frame at a time, so the timings are single-thread.
@@ -75,7 +75,7 @@ struct RunOptions {
 StatusOr<SettingResult> RunSetting(Codec& codec, double knob, const Workload& workload,
                                    const RunOptions& options, PictureSample* picture = nullptr);
 
-// 12 * points / bytes (or 16 with intensity): the BRIEF §3 ratio; 0 bytes gives 0.
+// 12 * points / bytes (or 16 with intensity): the ratio of BENCHMARK.md; 0 bytes gives 0.
 double Ratio(uint64_t points, uint64_t bytes, bool intensity);
 
 // Adds "header" for bytes the named sections leave out; a codec naming more bytes than it

@@ -1,5 +1,5 @@
 // Training export: the frames of a query streamed as batches of reconstructed point clouds, at
-// the rate a training job consumes them (BRIEF §2.3, BOOST as the consumer). Objects come through
+// the rate a training job (BOOST's low-rank training, for one) consumes them. Objects come through
 // the store's multi-path reader, which prefetches in exactly the order the export will ask, so
 // the tiers work ahead of the decoder; the order is the index's (vehicle, time, sensor,
 // sequence) or a seeded shuffle of it, the same on every run and every machine.

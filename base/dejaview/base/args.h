@@ -1,4 +1,5 @@
-// A small argument parser for the dejaview subcommands: positionals, "--key value", "--flag".
+// A small argument parser for dejaview's programs (the CLI's subcommands, the agent, the server):
+// positionals, "--key value", "--flag".
 // Written here because no Debian-packaged parser (CLI11, cxxopts) is in bookworm's main set
 // with a stable CMake config; the grammar is tiny.
 #pragma once

@@ -1,4 +1,4 @@
-#include "args.h"
+#include "dejaview/base/args.h"
 
 #include <cerrno>
 #include <cstdio>

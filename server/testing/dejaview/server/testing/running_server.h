@@ -1,5 +1,5 @@
-// A real dejaview server (RunServer) on a loopback ephemeral port, in a thread of the test,
-// stopped at scope exit; endpoint() is empty when it failed to start.
+// A real dejaview server (RunServer) on a loopback ephemeral port, in a thread of the test or
+// benchmark, stopped at scope exit; endpoint() is empty when it failed to start.
 #pragma once
 
 #include <atomic>
