@@ -92,8 +92,8 @@ StatusOr<Plan> MakePlan(const std::string& mode, const Args& a) {
   DV_ASSIGN_OR_RETURN(long threads, a.GetInt("threads", 1));
   if (threads != 1) {
     return Status::InvalidArgument(
-        "--threads: encode and decode are timed single-thread (BRIEF "
-        "§3); only 1 is accepted");
+        "--threads: encode and decode are timed on one thread (BENCHMARK.md); only 1 is "
+        "accepted");
   }
   DV_ASSIGN_OR_RETURN(long frames, a.GetInt("frames", 0));
   DV_ASSIGN_OR_RETURN(long stride, a.GetInt("stride", 2));

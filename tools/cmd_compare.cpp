@@ -22,7 +22,8 @@ int RunCompare(int argc, char** argv) {
   if (args->Has("help") || args->positional().size() != 2) {
     std::printf(
         "usage: dejaview compare ORIGINAL_DRIVE RECONSTRUCTED_DRIVE [--png FILE] [--json]\n"
-        "frames are matched by name; BRIEF §3 errors (CD, one-way mean/max, Hausdorff)\n");
+        "frames are matched by name; errors as BENCHMARK.md defines them (CD, one-way mean/max, "
+        "Hausdorff)\n");
     return args->Has("help") ? kOk : kUsage;
   }
   auto orig = OpenDrive(args->positional()[0]);
