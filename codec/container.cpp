@@ -99,98 +99,115 @@ std::vector<uint8_t> WriteContainer(
   return w.Take();
 }
 
-Status ParseContainer(const uint8_t* data, size_t size, Header* h,
-                      std::vector<ParsedSection>* sections) {
-  auto bad = [](const std::string& what) { return Status::Corruption("delta: " + what); };
-  if (size < 4 || std::memcmp(data, kMagic, 4) != 0) {
-    return bad("not a dejaview delta frame (bad magic)");
-  }
-  ByteReader r(data, size);
-  r.Skip(4);
-  uint8_t nsec = 0;
+namespace {
+
+Status Bad(const std::string& what) { return Status::Corruption("delta: " + what); }
+
+// The header's fields after the magic, up to the section count; then their ranges.
+Status ReadHeader(ByteReader* r, size_t size, Header* h, uint8_t* section_count) {
   uint64_t ts = 0, sensor = 0;
-  r.U8(&h->version);
-  if (!r.failed() && h->version != kFormatVersion) {
-    return bad("unsupported format version " + std::to_string(h->version));
+  r->U8(&h->version);
+  if (!r->failed() && h->version != kFormatVersion) {
+    return Bad("unsupported format version " + std::to_string(h->version));
   }
-  r.U8(&h->mode);
-  r.U8(&h->flags);
-  r.Varint(&h->tolerance_um);
-  r.Varint(&h->residual_um);
-  r.Varint(&h->info.sequence);
-  r.Varint(&ts);
-  r.Varint(&sensor);
+  r->U8(&h->mode);
+  r->U8(&h->flags);
+  r->Varint(&h->tolerance_um);
+  r->Varint(&h->residual_um);
+  r->Varint(&h->info.sequence);
+  r->Varint(&ts);
+  r->Varint(&sensor);
   h->info.timestamp_ns = UnZigZag(ts);
   h->info.sensor_id = uint32_t(sensor);
-  if (h->mode == kModeDelta) r.U64(&h->map_id);
+  if (h->mode == kModeDelta) r->U64(&h->map_id);
   for (int64_t& v : h->pose.t) {
     uint64_t z = 0;
-    r.Varint(&z);
+    r->Varint(&z);
     v = UnZigZag(z);
   }
   for (int64_t& v : h->pose.q) {
     uint64_t z = 0;
-    r.Varint(&z);
+    r->Varint(&z);
     v = UnZigZag(z);
   }
-  r.U8(&nsec);
-  if (r.failed()) return bad("truncated header (" + std::to_string(size) + " bytes)");
+  r->U8(section_count);
+  if (r->failed()) return Bad("truncated header (" + std::to_string(size) + " bytes)");
   if (h->mode != kModeIntra && h->mode != kModeDelta) {
-    return bad("unknown mode " + std::to_string(h->mode));
+    return Bad("unknown mode " + std::to_string(h->mode));
   }
-  if (sensor > UINT32_MAX) return bad("sensor_id out of range");
-  if (h->tolerance_um < 1000 || h->tolerance_um > 10000000) return bad("tolerance out of range");
+  if (sensor > UINT32_MAX) return Bad("sensor_id out of range");
+  if (h->tolerance_um < 1000 || h->tolerance_um > 10000000) return Bad("tolerance out of range");
   if (h->residual_um <= uint64_t(2 * kMarginM * 1e6) || h->residual_um > h->tolerance_um) {
-    return bad("residual precision out of range");
+    return Bad("residual precision out of range");
   }
   for (int64_t v : h->pose.t) {
-    if (std::llabs(v) > (int64_t(1) << 50)) return bad("pose translation out of range");
+    if (std::llabs(v) > (int64_t(1) << 50)) return Bad("pose translation out of range");
   }
   int64_t qn = 0;
   for (int64_t v : h->pose.q) {
-    if (std::llabs(v) > (int64_t(1) << 31)) return bad("pose rotation out of range");
+    if (std::llabs(v) > (int64_t(1) << 31)) return Bad("pose rotation out of range");
     qn = std::max<int64_t>(qn, std::llabs(v));
   }
-  if (qn < (int64_t(1) << 29)) return bad("pose rotation is not a unit quaternion");
-  if (nsec > kMaxSections) return bad("too many sections (" + std::to_string(nsec) + ")");
-  std::vector<std::pair<uint8_t, uint64_t>> table(nsec);
+  if (qn < (int64_t(1) << 29)) return Bad("pose rotation is not a unit quaternion");
+  if (*section_count > kMaxSections) {
+    return Bad("too many sections (" + std::to_string(*section_count) + ")");
+  }
+  return Status::Ok();
+}
+
+// The section table, its lengths against the input, the checksum, then each section's id.
+Status ReadSections(ByteReader* r, const uint8_t* data, size_t size, uint8_t count, uint8_t mode,
+                    std::vector<ParsedSection>* sections) {
+  std::vector<std::pair<uint8_t, uint64_t>> table(count);
   uint64_t total = 0;
   for (auto& [id, len] : table) {
-    r.U8(&id);
-    r.Varint(&len);
+    r->U8(&id);
+    r->Varint(&len);
     if (len > size) {
-      return bad("truncated: section of " + std::to_string(len) + " bytes in a " +
+      return Bad("truncated: section of " + std::to_string(len) + " bytes in a " +
                  std::to_string(size) + "-byte input");
     }
     total += len;
   }
-  if (r.failed()) return bad("truncated section table");
-  if (total + 4 > r.remaining()) {
-    return bad("truncated: sections need " + std::to_string(total + 4) + " bytes, " +
-               std::to_string(r.remaining()) + " present");
+  if (r->failed()) return Bad("truncated section table");
+  if (total + 4 > r->remaining()) {
+    return Bad("truncated: sections need " + std::to_string(total + 4) + " bytes, " +
+               std::to_string(r->remaining()) + " present");
   }
-  if (total + 4 < r.remaining()) return bad("trailing bytes after the last section");
+  if (total + 4 < r->remaining()) return Bad("trailing bytes after the last section");
   uint32_t stored = 0;
   std::memcpy(&stored, data + size - 4, 4);
-  if (crc32c::Unmask(stored) != crc32c::Value(data, size - 4)) return bad("checksum mismatch");
+  if (crc32c::Unmask(stored) != crc32c::Value(data, size - 4)) return Bad("checksum mismatch");
   sections->clear();
-  const uint8_t* p = r.position();
+  const uint8_t* p = r->position();
   for (const auto& [id, len] : table) {
     for (const ParsedSection& s : *sections) {
-      if (s.id == id) return bad(std::string("duplicate section ") + SectionName(id));
+      if (s.id == id) return Bad(std::string("duplicate section ") + SectionName(id));
     }
+    if (id < kMapSelection || id > kFill) return Bad("unknown section id " + std::to_string(id));
     const bool intra_section = id == kIntraGeometry || id == kIntraIntensity;
-    if (id < kMapSelection || id > kFill) {
-      return bad("unknown section id " + std::to_string(id));
-    }
-    if (intra_section != (h->mode == kModeIntra)) {
-      return bad(std::string("section ") + SectionName(id) + " is not valid in " +
-                 (h->mode == kModeIntra ? "an intra" : "a delta") + " frame");
+    if (intra_section != (mode == kModeIntra)) {
+      return Bad(std::string("section ") + SectionName(id) + " is not valid in " +
+                 (mode == kModeIntra ? "an intra" : "a delta") + " frame");
     }
     sections->push_back({id, p, size_t(len)});
     p += len;
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseContainer(const uint8_t* data, size_t size, Header* h,
+                      std::vector<ParsedSection>* sections) {
+  if (size < 4 || std::memcmp(data, kMagic, 4) != 0) {
+    return Bad("not a dejaview delta frame (bad magic)");
+  }
+  ByteReader r(data, size);
+  r.Skip(4);
+  uint8_t count = 0;
+  DV_RETURN_IF_ERROR(ReadHeader(&r, size, h, &count));
+  return ReadSections(&r, data, size, count, h->mode, sections);
 }
 
 const ParsedSection* FindSection(const std::vector<ParsedSection>& s, uint8_t id) {

@@ -215,83 +215,103 @@ struct IntensityModel {
 
 }  // namespace
 
+namespace {
+
+// The cells of side step_m that points fall in (2D with heights: z key 0), numbered in the order
+// of their first points, and each cell's points listed by cell.
+struct CellIndex {
+  std::vector<int32_t> cell_of;  // per point
+  std::vector<maps::VoxelKey> keys;
+  std::vector<int32_t> start, members;  // cell c's points: members[start[c] .. start[c + 1])
+  VoxelHash cells{0};
+
+  // False where a key (or a neighbour's) would not pack.
+  bool Build(const std::vector<Eigen::Vector3f>& points, double step_m, bool flat) {
+    const size_t n = points.size();
+    cell_of.resize(n);
+    cells = VoxelHash(n / 2 + 16);
+    for (size_t i = 0; i < n; ++i) {
+      maps::VoxelKey k(0, 0, 0);
+      for (int a = 0; a < (flat ? 2 : 3); ++a) {
+        const double f = std::floor(double(points[i][a]) / step_m);
+        if (!(std::fabs(f) < kPackBias - 3)) return false;
+        k[a] = int32_t(f);
+      }
+      const int32_t id = int32_t(keys.size());
+      cell_of[i] = cells.Insert(PackKey(k), id);
+      if (cell_of[i] == id) keys.push_back(k);
+    }
+    start.assign(keys.size() + 1, 0);
+    members.resize(n);
+    for (int32_t c : cell_of) ++start[size_t(c) + 1];
+    for (size_t c = 1; c < start.size(); ++c) start[c] += start[c - 1];
+    std::vector<int32_t> fill(start.begin(), start.end() - 1);
+    for (size_t i = 0; i < n; ++i) members[size_t(fill[size_t(cell_of[i])]++)] = int32_t(i);
+    return true;
+  }
+};
+
+}  // namespace
+
 void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f>* points,
                       std::vector<float>* intensity, const std::vector<float>* heights) {
-  const size_t n = points->size();
   const bool height = heights != nullptr;
-  // Each point's cell, numbered in the order of first points; the cells' points listed by cell.
-  std::vector<int32_t> cell_of(n);
-  std::vector<maps::VoxelKey> keys;
-  std::vector<float> cell_height;  // with heights: each cell's, from its first point
-  VoxelHash cells(n / 2 + 16);
-  for (size_t i = 0; i < n; ++i) {
-    maps::VoxelKey k(0, 0, 0);
-    for (int a = 0; a < (height ? 2 : 3); ++a) {
-      const double f = std::floor(double((*points)[i][a]) / step_m);
-      if (!(std::fabs(f) < kPackBias - 3)) return;  // the neighbours' keys must pack too
-      k[a] = int32_t(f);
-    }
-    const int32_t id = int32_t(keys.size());
-    cell_of[i] = cells.Insert(PackKey(k), id);
-    if (cell_of[i] != id) continue;
-    keys.push_back(k);
-    if (height) cell_height.push_back((*heights)[i]);
-  }
-  std::vector<int32_t> start(keys.size() + 1, 0), members(n);
-  for (int32_t c : cell_of) ++start[size_t(c) + 1];
-  for (size_t c = 1; c < start.size(); ++c) start[c] += start[c - 1];
-  std::vector<int32_t> fill(start.begin(), start.end() - 1);
-  for (size_t i = 0; i < n; ++i) members[size_t(fill[size_t(cell_of[i])]++)] = int32_t(i);
-
-  // A cell's decoded centre, per axis, as DecodeCells places it; with heights, its z as given.
+  CellIndex index;
+  if (!index.Build(*points, step_m, height)) return;
+  const std::vector<maps::VoxelKey>& keys = index.keys;
+  // A cell's decoded centre, per axis, as DecodeCells places it; with heights, its z is that of
+  // its first point.
   auto centre = [&](int32_t k) { return double(float((double(k) + 0.5) * step_m)); };
   std::vector<double> decoded_z(keys.size());
-  for (size_t c = 0; c < keys.size(); ++c) {
-    decoded_z[c] = height ? double(cell_height[c]) : centre(keys[c].z());
+  for (size_t i = points->size(); i-- > 0;) {
+    if (height) decoded_z[size_t(index.cell_of[i])] = double((*heights)[i]);
   }
+  for (size_t c = 0; c < keys.size() && !height; ++c) decoded_z[c] = centre(keys[c].z());
   const double bound2 = bound_m * bound_m;
   std::vector<uint8_t> kept(keys.size(), 1), locked(keys.size(), 0);
   std::vector<int32_t> coverers;
-  for (size_t c = 0; c < keys.size(); ++c) {
-    if (locked[c]) continue;
-    const maps::VoxelKey& k = keys[c];
-    coverers.clear();
-    bool all = true;
-    for (int32_t m = start[c]; m < start[c + 1] && all; ++m) {
-      const Eigen::Vector3f& p = (*points)[size_t(members[size_t(m)])];
-      // Per axis, the neighbour offsets whose centre can lie within the bound along that axis.
-      int lo[3], hi[3];
-      for (int a = 0; a < 3; ++a) {
-        lo[a] = double(p[a]) - centre(k[a] - 1) <= bound_m ? -1 : 0;
-        hi[a] = centre(k[a] + 1) - double(p[a]) <= bound_m ? 1 : 0;
-      }
-      if (height) lo[2] = hi[2] = 0;
-      bool covered = false;
-      for (int dx = lo[0]; dx <= hi[0] && !covered; ++dx) {
-        for (int dy = lo[1]; dy <= hi[1] && !covered; ++dy) {
-          for (int dz = lo[2]; dz <= hi[2] && !covered; ++dz) {
-            if (dx == 0 && dy == 0 && dz == 0) continue;
-            const maps::VoxelKey q(k.x() + dx, k.y() + dy, k.z() + dz);
-            const int32_t b = cells.Find(PackKey(q));
-            if (b < 0 || !kept[size_t(b)]) continue;
-            const double ex = centre(q.x()) - double(p.x()), ey = centre(q.y()) - double(p.y()),
-                         ez = decoded_z[size_t(b)] - double(p.z());
-            if (ex * ex + ey * ey + ez * ez <= bound2) {
-              covered = true;
-              coverers.push_back(b);
-            }
+  // Point p is covered when a kept neighbour of cell k decodes within the bound of it; the
+  // neighbours it finds are recorded (they must then stay).
+  auto covered = [&](const Eigen::Vector3f& p, const maps::VoxelKey& k) {
+    // Per axis, the neighbour offsets whose centre can lie within the bound along that axis.
+    int lo[3], hi[3];
+    for (int a = 0; a < 3; ++a) {
+      lo[a] = double(p[a]) - centre(k[a] - 1) <= bound_m ? -1 : 0;
+      hi[a] = centre(k[a] + 1) - double(p[a]) <= bound_m ? 1 : 0;
+    }
+    if (height) lo[2] = hi[2] = 0;
+    for (int dx = lo[0]; dx <= hi[0]; ++dx) {
+      for (int dy = lo[1]; dy <= hi[1]; ++dy) {
+        for (int dz = lo[2]; dz <= hi[2]; ++dz) {
+          if (dx == 0 && dy == 0 && dz == 0) continue;
+          const maps::VoxelKey q(k.x() + dx, k.y() + dy, k.z() + dz);
+          const int32_t b = index.cells.Find(PackKey(q));
+          if (b < 0 || !kept[size_t(b)]) continue;
+          const double ex = centre(q.x()) - double(p.x()), ey = centre(q.y()) - double(p.y()),
+                       ez = decoded_z[size_t(b)] - double(p.z());
+          if (ex * ex + ey * ey + ez * ez <= bound2) {
+            coverers.push_back(b);
+            return true;
           }
         }
       }
-      all = covered;
+    }
+    return false;
+  };
+  for (size_t c = 0; c < keys.size(); ++c) {
+    if (locked[c]) continue;
+    coverers.clear();
+    bool all = true;
+    for (int32_t m = index.start[c]; m < index.start[c + 1] && all; ++m) {
+      all = covered((*points)[size_t(index.members[size_t(m)])], keys[c]);
     }
     if (!all) continue;
     kept[c] = 0;
     for (int32_t b : coverers) locked[size_t(b)] = 1;
   }
   size_t out = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!kept[size_t(cell_of[i])]) continue;
+  for (size_t i = 0; i < points->size(); ++i) {
+    if (!kept[size_t(index.cell_of[i])]) continue;
     (*points)[out] = (*points)[i];
     (*intensity)[out] = (*intensity)[i];
     ++out;
@@ -300,19 +320,19 @@ void DropCoveredCells(double step_m, double bound_m, std::vector<Eigen::Vector3f
   intensity->resize(out);
 }
 
-Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
-                   double step_m, bool with_intensity, OctreeModel model,
-                   std::vector<uint8_t>* geometry, std::vector<uint8_t>* intensity_bytes,
-                   CellCloud* cells) {
-  ByteWriter head;
-  if (points.empty()) {
-    if (model.end) OccupancyContexts(model).Store(model);
-    head.U8(0);
-    *geometry = head.Take();
-    intensity_bytes->clear();
-    if (cells) *cells = CellCloud{step_m, {}, {}};
-    return Status::Ok();
-  }
+namespace {
+
+// The occupied cells of a non-empty point set, level by level: levels[depth] holds each cell's
+// Morton code relative to lo (in Morton order), levels[d] the codes of their ancestors at depth d.
+struct CellTree {
+  int depth = 0;
+  Eigen::Matrix<int64_t, 3, 1> lo;
+  std::vector<std::vector<uint64_t>> levels;
+  std::vector<uint8_t> intensity;  // per cell, the mean of its points', quantised
+};
+
+Status BuildCellTree(const std::vector<Eigen::Vector3f>& points,
+                     const std::vector<float>& intensity, double step_m, CellTree* tree) {
   std::vector<Eigen::Matrix<int64_t, 3, 1>> keys(points.size());
   Eigen::Matrix<int64_t, 3, 1> lo = Eigen::Matrix<int64_t, 3, 1>::Constant(INT64_MAX);
   Eigen::Matrix<int64_t, 3, 1> hi = Eigen::Matrix<int64_t, 3, 1>::Constant(INT64_MIN);
@@ -343,8 +363,11 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
     order[i] = uint32_t(i);
   }
   RadixSort(3 * depth, &code, &order);
-  std::vector<std::vector<uint64_t>> levels(depth + 1);
-  std::vector<uint8_t> cell_intensity;
+  tree->depth = depth;
+  tree->lo = lo;
+  tree->levels.assign(size_t(depth) + 1, {});
+  tree->intensity.clear();
+  std::vector<std::vector<uint64_t>>& levels = tree->levels;
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
     double sum = 0;
@@ -352,25 +375,30 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
       sum += intensity[order[j]];
       ++j;
     }
-    levels[depth].push_back(code[i]);
-    cell_intensity.push_back(QuantizeIntensity6(float(sum / double(j - i))));
+    levels[size_t(depth)].push_back(code[i]);
+    tree->intensity.push_back(QuantizeIntensity6(float(sum / double(j - i))));
     i = j;
   }
   for (int d = depth - 1; d >= 0; --d) {
-    for (uint64_t c : levels[d + 1]) {
-      if (levels[d].empty() || levels[d].back() != (c >> 3)) levels[d].push_back(c >> 3);
+    for (uint64_t c : levels[size_t(d) + 1]) {
+      if (levels[size_t(d)].empty() || levels[size_t(d)].back() != (c >> 3)) {
+        levels[size_t(d)].push_back(c >> 3);
+      }
     }
   }
+  return Status::Ok();
+}
 
-  head.U8(uint8_t(depth));
-  for (int a = 0; a < 3; ++a) head.Varint(ZigZag(lo[a]));
+// The occupancy stream, level by level: per occupied node, its children's bits in their
+// contexts (OccupancyContexts).
+std::vector<uint8_t> EncodeOccupancy(const CellTree& tree, const OctreeModel& model) {
   RangeEncoder rc;
   OccupancyContexts ctx(model);
   // Per node of the level being coded, its parent's occupancy, and its own.
   std::vector<uint8_t> parent_occupancy = {0}, child_parent_occupancy, occupancies;
-  for (int d = 0; d < depth; ++d) {
-    const std::vector<uint64_t>& parents = levels[d];
-    const std::vector<uint64_t>& children = levels[d + 1];
+  for (int d = 0; d < tree.depth; ++d) {
+    const std::vector<uint64_t>& parents = tree.levels[size_t(d)];
+    const std::vector<uint64_t>& children = tree.levels[size_t(d) + 1];
     size_t c = 0;
     const LevelNeighbours neighbours(parents);
     child_parent_occupancy.clear();
@@ -389,7 +417,7 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
       occupancies[k] = uint8_t(occupancy);
       int32_t below[3];
       const int flags = neighbours.Flags(parent, k, d, parent_occupancy[k], below);
-      const uint16_t* bases = OccupancyContexts::Bases(d, depth, flags);
+      const uint16_t* bases = OccupancyContexts::Bases(d, tree.depth, flags);
       const uint32_t below_counts = causal_level ? BelowCounts(below, occupancies) : 0;
       int siblings = 0;
       for (int child = 0; child < 8; ++child) {
@@ -403,32 +431,54 @@ Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector
     parent_occupancy.swap(child_parent_occupancy);
   }
   ctx.Store(model);
-  *geometry = head.Take();
-  const std::vector<uint8_t> stream = rc.Finish();
-  geometry->insert(geometry->end(), stream.begin(), stream.end());
+  return rc.Finish();
+}
 
-  intensity_bytes->clear();
-  if (with_intensity) {
-    RangeEncoder irc;
-    IntensityModel im;
-    int prev = 0;
-    for (uint8_t q : cell_intensity) {
-      im.tree[prev >> 4].Encode(&irc, q);
-      prev = q;
-    }
-    *intensity_bytes = irc.Finish();
+std::vector<uint8_t> EncodeIntensity(const std::vector<uint8_t>& cell_intensity) {
+  RangeEncoder irc;
+  IntensityModel im;
+  int prev = 0;
+  for (uint8_t q : cell_intensity) {
+    im.tree[prev >> 4].Encode(&irc, q);
+    prev = q;
   }
+  return irc.Finish();
+}
+
+}  // namespace
+
+Status EncodeCells(const std::vector<Eigen::Vector3f>& points, const std::vector<float>& intensity,
+                   double step_m, bool with_intensity, OctreeModel model,
+                   std::vector<uint8_t>* geometry, std::vector<uint8_t>* intensity_bytes,
+                   CellCloud* cells) {
+  ByteWriter head;
+  intensity_bytes->clear();
+  if (points.empty()) {
+    if (model.end) OccupancyContexts(model).Store(model);
+    head.U8(0);
+    *geometry = head.Take();
+    if (cells) *cells = CellCloud{step_m, {}, {}};
+    return Status::Ok();
+  }
+  CellTree tree;
+  DV_RETURN_IF_ERROR(BuildCellTree(points, intensity, step_m, &tree));
+  head.U8(uint8_t(tree.depth));
+  for (int a = 0; a < 3; ++a) head.Varint(ZigZag(tree.lo[a]));
+  *geometry = head.Take();
+  const std::vector<uint8_t> stream = EncodeOccupancy(tree, model);
+  geometry->insert(geometry->end(), stream.begin(), stream.end());
+  if (with_intensity) *intensity_bytes = EncodeIntensity(tree.intensity);
   if (cells) {
     cells->step_m = step_m;
     cells->centres.clear();
-    for (uint64_t m : levels[depth]) {
+    for (uint64_t m : tree.levels[size_t(tree.depth)]) {
       uint32_t r[3];
       Unmorton(m, &r[0], &r[1], &r[2]);
       Eigen::Vector3f p;
-      for (int a = 0; a < 3; ++a) p[a] = float((double(lo[a] + r[a]) + 0.5) * step_m);
+      for (int a = 0; a < 3; ++a) p[a] = float((double(tree.lo[a] + r[a]) + 0.5) * step_m);
       cells->centres.push_back(p);
     }
-    cells->intensity = with_intensity ? cell_intensity : std::vector<uint8_t>();
+    cells->intensity = with_intensity ? tree.intensity : std::vector<uint8_t>();
   }
   return Status::Ok();
 }
