@@ -8,6 +8,7 @@
 #include "dejaview/base/kitti.h"
 #include "dejaview/codec/codec.h"
 #include "fill.h"
+#include "hot_paths.h"
 #include "map_coder.h"
 #include "octree_coder.h"
 #include "priors.h"
@@ -32,6 +33,7 @@ constexpr size_t kMinSplitCellBytes = 2048;
 
 struct Decoder::State {
   maps::RouteMap* map = nullptr;
+  std::unique_ptr<HotPaths> cpu = MakeCpuHotPaths();  // the candidates' projection
   ModelStates priors;
   Status priors_read;
 };
@@ -137,9 +139,9 @@ StatusOr<DecodedFrame> Decoder::Decode(const uint8_t* data, size_t size, int thr
   RunBoth(
       cells_beside,
       [&] {
-        selection_read =
-            DeriveCandidates(map, h.pose.R(), h.pose.translation(), double(radius_dm) / 10, &cand,
-                             kCandidateProjection, Backend::kCpu, cells_beside ? 1 : threads);
+        selection_read = DeriveCandidates(*state_->cpu, map, h.pose.R(), h.pose.translation(),
+                                          double(radius_dm) / 10, &cand, kCandidateProjection,
+                                          cells_beside ? 1 : threads);
       },
       read_cells);
   // The surface cells' heights on the map's profile (z), false where a cell is off it.
