@@ -17,6 +17,7 @@
 #include "dejaview/base/kitti.h"
 #include "dejaview/codec/codec.h"
 #include "fill.h"
+#include "hot_paths.h"
 #include "map_coder.h"
 #include "octree_coder.h"
 #include "priors.h"
@@ -60,8 +61,8 @@ Status ReadCellSection(const std::vector<ParsedSection>& sections, uint8_t geome
 class DeltaDecoder {
  public:
   DeltaDecoder(const Header& h, const std::vector<ParsedSection>& sections, maps::RouteMap* map,
-               const ModelStates& priors, DecodedFrame* out)
-      : h_(h), sections_(sections), map_(map), priors_(priors), out_(out) {}
+               const HotPaths& cpu, const ModelStates& priors, DecodedFrame* out)
+      : h_(h), sections_(sections), map_(map), cpu_(cpu), priors_(priors), out_(out) {}
 
   // The map section: the candidate radius, the part count and each part's length but the last's.
   Status ReadMapSection() {
@@ -104,8 +105,8 @@ class DeltaDecoder {
 
   void DeriveCandidates(int threads) {
     selection_read_ =
-        codec::DeriveCandidates(map_, h_.pose.R(), h_.pose.translation(), double(radius_dm_) / 10,
-                                &cand_, kCandidateProjection, Backend::kCpu, threads);
+        codec::DeriveCandidates(cpu_, map_, h_.pose.R(), h_.pose.translation(),
+                                double(radius_dm_) / 10, &cand_, kCandidateProjection, threads);
   }
 
   // Where the cell sections are large enough, the cells are read beside the candidates.
@@ -208,6 +209,7 @@ class DeltaDecoder {
   const Header& h_;
   const std::vector<ParsedSection>& sections_;
   maps::RouteMap* map_;
+  const HotPaths& cpu_;  // the candidates' projection
   const ModelStates& priors_;
   DecodedFrame* out_;
   // ReadMapSection
@@ -231,6 +233,7 @@ class DeltaDecoder {
 
 struct Decoder::State {
   maps::RouteMap* map = nullptr;
+  std::unique_ptr<HotPaths> cpu = MakeCpuHotPaths();
   ModelStates priors;
   Status priors_read;
 };
@@ -266,7 +269,7 @@ StatusOr<DecodedFrame> Decoder::Decode(const uint8_t* data, size_t size, int thr
                                    ", the map given is " + map->version());
   }
   DV_RETURN_IF_ERROR(state_->priors_read);
-  DeltaDecoder delta(h, sections, map, state_->priors, &out);
+  DeltaDecoder delta(h, sections, map, *state_->cpu, state_->priors, &out);
   DV_RETURN_IF_ERROR(delta.ReadMapSection());
   DV_RETURN_IF_ERROR(delta.ReadCellsAndCandidates(threads));
   DV_RETURN_IF_ERROR(delta.DecodeSelection(threads));

@@ -178,16 +178,34 @@ StatusOr<std::vector<uint8_t>> EncodeIntra(const FinitePoints& points, const Pos
   return WriteContainer(h, sections);
 }
 
+// The encoder's backend objects (hot_paths.h), one per backend kind, each made when a frame first
+// asks for it and kept for the frames after: the CPU variants and the CUDA device are looked for
+// once, not per frame. A kind that cannot run here is asked again (and refused) each time.
+class Backends {
+ public:
+  StatusOr<const HotPaths*> Get(Backend kind) {
+    std::unique_ptr<HotPaths>& made = made_[kind == Backend::kCuda ? 1 : 0];
+    if (made == nullptr) {
+      DV_ASSIGN_OR_RETURN(made, MakeHotPaths(kind));
+    }
+    return made.get();
+  }
+
+ private:
+  std::unique_ptr<HotPaths> made_[2];
+};
+
 // One delta frame's encoding. Each stage reads what the ones before it left in the members and
 // leaves what the ones after it need. In priors training (`train` set) the models start from
 // *train and leave their end states there, and nothing but the models' states is wanted: one
 // selection part, no fill.
 class DeltaEncoder {
  public:
-  DeltaEncoder(const FinitePoints& points, const Header& base, const EncoderParams& params,
-               maps::RouteMap* map, RegistrationBall* ball, const ModelStates& start,
-               ModelStates* train, EncodeReport* rep)
-      : pts_(points.xyz()),
+  DeltaEncoder(const HotPaths& hot, const FinitePoints& points, const Header& base,
+               const EncoderParams& params, maps::RouteMap* map, RegistrationBall* ball,
+               const ModelStates& start, ModelStates* train, EncodeReport* rep)
+      : hot_(hot),
+        pts_(points.xyz()),
         inten_(points.intensity()),
         params_(params),
         map_(map),
@@ -222,9 +240,10 @@ class DeltaEncoder {
   }
 
   Status Register(const Pose& prior) {
-    DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
-                        RegisterFrame(pts_, map_, ball_, prior, radius_m_ + kRegistrationSlackM,
-                                      params_.backend, std::max(nb_, gap_nb_), params_.threads));
+    DV_ASSIGN_OR_RETURN(
+        const RegistrationResult reg,
+        RegisterFrame(hot_, pts_, map_, ball_, prior, radius_m_ + kRegistrationSlackM,
+                      std::max(nb_, gap_nb_), params_.threads));
     rep_->registration_correspondences = reg.correspondences;
     h_.pose = Quantize(reg.T_map_sensor);
     rep_->T_map_sensor = h_.pose.pose();
@@ -234,17 +253,17 @@ class DeltaEncoder {
   }
 
   // The candidates come from the ball registration keeps where it holds theirs (it does unless
-  // registration moved the pose metres): its voxels filtered and, on the CPU, its grid of keys
-  // copied and thinned (SortedGrid::Keep) rather than sorted afresh. The CUDA kernels look keys
-  // up in cand_.index instead.
+  // registration moved the pose metres): its voxels filtered and, where the backend sorts keys
+  // (the CPU), its grid of keys copied and thinned (SortedGrid::Keep) rather than sorted afresh.
+  // A backend that hashes (the CUDA kernels) looks keys up in cand_.index instead.
   Status DeriveCandidates() {
     const KeptBall ball = ball_->kept();
-    const unsigned hashed = params_.backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u;
+    const bool hashed = hot_.UsesCandidateIndex();
     std::vector<int32_t> to_cand;
-    DV_RETURN_IF_ERROR(DeriveCandidatesWithin(map_, ball.candidates, R_, t_, radius_m_, &cand_,
-                                              &to_cand, hashed | kCandidateProjection,
-                                              params_.backend, params_.threads));
-    if (params_.backend == Backend::kCpu) {
+    DV_RETURN_IF_ERROR(DeriveCandidatesWithin(
+        hot_, map_, ball.candidates, R_, t_, radius_m_, &cand_, &to_cand,
+        (hashed ? unsigned(kCandidateIndex) : 0u) | kCandidateProjection, params_.threads));
+    if (!hashed) {
       const int grid_nb = std::max(nb_, gap_nb_);
       if (!to_cand.empty() && ball.grid && ball.grid->max_nb() >= grid_nb) {
         grid_ = std::make_unique<SortedGrid>(*ball.grid);
@@ -264,10 +283,9 @@ class DeltaEncoder {
   Status Classify() {
     const double bound2 = (tol_ - kMarginM) * (tol_ - kMarginM);
     const double select_m = params_.select_factor * (tol_ - kMarginM);
-    DV_RETURN_IF_ERROR(ClassifyPoints(params_.backend, pts_, RigidOf(R_, t_), grid_.get(),
-                                      &cand_.index, cand_.sensor, res_, nb_, bound2,
-                                      select_m * select_m, &explained_, &marks_, params_.threads,
-                                      gap_m_ * gap_m_, known_near_ ? &near_known_ : nullptr));
+    DV_RETURN_IF_ERROR(hot_.ClassifyPoints(
+        Search(&pts_, nb_, params_.threads), {bound2, select_m * select_m, gap_m_ * gap_m_},
+        {&explained_, &marks_, known_near_ ? &near_known_ : nullptr}));
     if (!train_) {
       ListByNearest(marks_.point_nearest, cand_.voxels.size(), &marks_.nearest_start,
                     &marks_.nearest_points, &marks_.point_second, &marks_.nearest_seconds);
@@ -373,9 +391,9 @@ class DeltaEncoder {
       std::vector<uint8_t> decided =
           known_near_ ? unexplained_known : std::vector<uint8_t>(unexplained.size(), 0);
       MarkOnMapSurface(unexplained, cand_, gap_m_, &decided);
-      DV_RETURN_IF_ERROR(MarkNearCandidates(
-          params_.backend, unexplained, RigidOf(R_, t_), grid_.get(), &cand_.index, cand_.sensor,
-          res_, gap_nb_, gap_m_ * gap_m_, &near_map, std::max(params_.threads - 1, 1), &decided));
+      DV_RETURN_IF_ERROR(
+          hot_.MarkNearCandidates(Search(&unexplained, gap_nb_, std::max(params_.threads - 1, 1)),
+                                  gap_m_ * gap_m_, &near_map, &decided));
       // The search takes the surface's points as known and marks them as it marks the
       // classification's; the surface's marks hold whatever their keys.
       for (size_t u = 0; u < unexplained.size(); ++u) {
@@ -448,6 +466,22 @@ class DeltaEncoder {
     return Status::Ok();
   }
 
+  // The classification's and the gap test's search: `pts` against the candidates, nb voxels
+  // around each point's, in the grid or the index (whichever the backend reads).
+  CandidateSearch Search(const std::vector<Eigen::Vector3f>* pts, int nb, int threads) const {
+    CandidateSearch search;
+    search.pts = pts;
+    search.T_map_sensor = RigidOf(R_, t_);
+    search.candidates = &cand_.sensor;
+    search.grid = grid_.get();
+    search.index = &cand_.index;
+    search.voxel_m = res_;
+    search.nb = nb;
+    search.threads = threads;
+    return search;
+  }
+
+  const HotPaths& hot_;
   const std::vector<Eigen::Vector3f>& pts_;
   const std::vector<float>& inten_;
   const EncoderParams& params_;
@@ -491,13 +525,14 @@ class DeltaEncoder {
 // frame is smaller.
 StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& prior,
                                            const FrameInfo& info, const EncoderParams& params,
-                                           maps::RouteMap* map, RegistrationBall* ball,
-                                           const ModelStates& start, ModelStates* train,
-                                           EncodeReport* report) {
+                                           maps::RouteMap* map, Backends* backends,
+                                           RegistrationBall* ball, const ModelStates& start,
+                                           ModelStates* train, EncodeReport* report) {
   if (!frame.consistent()) return Status::InvalidArgument("encode: inconsistent point cloud");
   DV_RETURN_IF_ERROR(CheckParams(params));
   if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
-  DV_RETURN_IF_ERROR(CheckBackend(params.backend).WithContext("encode"));
+  const StatusOr<const HotPaths*> hot = backends->Get(params.backend);
+  if (!hot.ok()) return hot.status().WithContext("encode");
   EncodeReport local;
   EncodeReport* rep = report ? report : &local;
   *rep = EncodeReport();
@@ -515,7 +550,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   if (map == nullptr || points.xyz().empty()) {
     return EncodeIntra(points, prior, base, params.intensity, rep);
   }
-  DeltaEncoder delta(points, base, params, map, ball, start, train, rep);
+  DeltaEncoder delta(**hot, points, base, params, map, ball, start, train, rep);
   lap("points");
   DV_RETURN_IF_ERROR(delta.Register(prior));
   lap("registration");
@@ -555,6 +590,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
 
 struct Encoder::State {
   maps::RouteMap* map = nullptr;
+  Backends backends;
   RegistrationBall ball;
   ModelStates priors;
   Status priors_read;
@@ -574,8 +610,8 @@ StatusOr<std::vector<uint8_t>> Encoder::Encode(const PointCloud& frame,
                                                const FrameInfo& info, const EncoderParams& params,
                                                EncodeReport* report) {
   DV_RETURN_IF_ERROR(state_->priors_read);
-  return EncodeFrame(frame, T_map_sensor_prior, info, params, state_->map, &state_->ball,
-                     state_->priors, nullptr, report);
+  return EncodeFrame(frame, T_map_sensor_prior, info, params, state_->map, &state_->backends,
+                     &state_->ball, state_->priors, nullptr, report);
 }
 
 StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int every,
@@ -595,14 +631,15 @@ StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int
   params.tolerance_m = map->resolution_m();
   params.intensity = false;
   ModelStates models = FreshModelStates();
+  Backends backends;
   RegistrationBall ball;
   for (size_t k = 0; k < n; ++k) {
     const auto [d, i] = frames[k * frames.size() / n];
     DV_ASSIGN_OR_RETURN(PointCloud cloud, ReadPointCloudFile(drives[d].frame_paths[i]));
     // Each frame's models start where the last one's ended.
     const ModelStates start = models;
-    DV_RETURN_IF_ERROR(EncodeFrame(cloud, drives[d].poses[i], {i, 0, 0}, params, map, &ball, start,
-                                   &models, nullptr)
+    DV_RETURN_IF_ERROR(EncodeFrame(cloud, drives[d].poses[i], {i, 0, 0}, params, map, &backends,
+                                   &ball, start, &models, nullptr)
                            .status()
                            .WithContext("train priors: " + drives[d].frame_paths[i]));
   }

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
+#include <utility>
 
+#include "cpu/kernels.h"
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/maps/key_floor.h"
@@ -13,77 +12,15 @@
 namespace dv::codec {
 namespace {
 
-// Bins of squared range, 1 m^2 wide (5 cm of range at 10 m, 1 cm at 50 m): no square root, and
-// finer than a scan ring's spacing where the budget runs out. Midpoints beyond 128 m share the
-// last bin.
-constexpr int kRangeBins = 1 << 14;
-
-// The midpoints in their order (FillOrder's first part), for any budget; or only the first
-// whole bins that hold at least `wanted` of them (all where fewer), which are the first
-// entries of the whole order.
-std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<SelectedPair>& pairs,
-                                    size_t wanted = SIZE_MAX) {
-  if (pairs.size() >= (size_t(1) << 30)) return {};  // beyond any frame: no fill, on both sides
-  const double limit = kFillPairFactor * cand.resolution_m;
-  const float limit2 = float(limit * limit);
-  // Nearest the sensor first, where the original points are densest: a counting sort by range
-  // bin, stable, so the order within a bin is the coder's. Pairs too far apart go to a bin of
-  // their own past the last, cut off at the end: no branch on the distance, which the data make
-  // unpredictable (a quarter of the pairs on KITTI).
-  std::vector<uint16_t> bin(pairs.size());
-  size_t k = 0;
-#ifdef __SSE2__
-  // Four pairs at a time, lane by lane the same IEEE operations in the same order as below (the
-  // build contracts nothing into FMAs), so the same bins: the scalar loop was an eighth of the
-  // decoder's instructions (KITTI 07, T = 0.1).
-  const __m128 half = _mm_set1_ps(0.5f), far2 = _mm_set1_ps(limit2);
-  const __m128 last_near = _mm_set1_ps(float(kRangeBins - 1));
-  const __m128i beyond = _mm_set1_epi32(kRangeBins);
-  for (; k + 4 <= pairs.size(); k += 4) {
-    const Eigen::Vector3f* a[4];
-    const Eigen::Vector3f* b[4];
-    for (int j = 0; j < 4; ++j) {
-      a[j] = &cand.sensor[pairs[k + size_t(j)].later];
-      b[j] = &cand.sensor[pairs[k + size_t(j)].earlier];
-    }
-    auto lanes = [](const Eigen::Vector3f* const* v, int axis) {
-      return _mm_setr_ps((*v[0])[axis], (*v[1])[axis], (*v[2])[axis], (*v[3])[axis]);
-    };
-    const __m128 ax = lanes(a, 0), ay = lanes(a, 1), az = lanes(a, 2);
-    const __m128 bx = lanes(b, 0), by = lanes(b, 1), bz = lanes(b, 2);
-    const __m128 dx = _mm_sub_ps(ax, bx), dy = _mm_sub_ps(ay, by), dz = _mm_sub_ps(az, bz);
-    const __m128 d2 =
-        _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
-    const __m128 mx = _mm_mul_ps(_mm_add_ps(ax, bx), half);
-    const __m128 my = _mm_mul_ps(_mm_add_ps(ay, by), half);
-    const __m128 mz = _mm_mul_ps(_mm_add_ps(az, bz), half);
-    const __m128 r2 =
-        _mm_add_ps(_mm_add_ps(_mm_mul_ps(mx, mx), _mm_mul_ps(my, my)), _mm_mul_ps(mz, mz));
-    // minps gives its second operand where the first is not below it, as the scalar test does;
-    // truncation as int().
-    const __m128i near = _mm_cvttps_epi32(_mm_min_ps(r2, last_near));
-    const __m128i apart = _mm_castps_si128(_mm_cmpgt_ps(d2, far2));
-    alignas(16) int32_t out[4];
-    _mm_store_si128(reinterpret_cast<__m128i*>(out),
-                    _mm_or_si128(_mm_and_si128(apart, beyond), _mm_andnot_si128(apart, near)));
-    for (int j = 0; j < 4; ++j) bin[k + size_t(j)] = uint16_t(out[j]);
-  }
-#endif
-  for (; k < pairs.size(); ++k) {
-    const Eigen::Vector3f& a = cand.sensor[pairs[k].later];
-    const Eigen::Vector3f& b = cand.sensor[pairs[k].earlier];
-    // Explicit float arithmetic in a fixed order: both sides must round alike.
-    const float dx = a.x() - b.x(), dy = a.y() - b.y(), dz = a.z() - b.z();
-    const Eigen::Vector3f m = FillPoint(cand, pairs[k], 0);
-    const float range2 = m.x() * m.x() + m.y() * m.y() + m.z() * m.z();
-    const int near = range2 < float(kRangeBins - 1) ? int(range2) : kRangeBins - 1;
-    bin[k] = uint16_t(dx * dx + dy * dy + dz * dz > limit2 ? kRangeBins : near);
-  }
-  // Counted and placed in four quarters of the pairs, each with counts of its own: neighbouring
-  // pairs (the coder's order) often share a bin, and with one count each increment waited on the
-  // one before. Quarter q's pairs of a bin go after those of the quarters before it: stable.
-  constexpr size_t kWays = 4, kBins = size_t(kRangeBins) + 1;
-  const size_t n = pairs.size();
+// Pairs sorted by bin, stably (SortMidpoints): counted and placed in four quarters of the pairs,
+// each with counts of its own: neighbouring pairs (the coder's order) often share a bin, and with
+// one count each increment waited on the one before. Quarter q's pairs of a bin go after those of
+// the quarters before it. Only the first whole bins that hold at least `wanted` pairs (all where
+// fewer) are placed in order; the pairs of the bins past them share the end of the array, in pair
+// order, and are cut off: the decoder needs the order only a little past its budget.
+std::vector<uint32_t> SortByBin(const std::vector<uint16_t>& bin, size_t wanted) {
+  constexpr size_t kWays = 4, kBins = size_t(kFillRangeBins) + 1;
+  const size_t n = bin.size();
   size_t from[kWays + 1];
   for (size_t q = 0; q <= kWays; ++q) from[q] = n * q / kWays;
   std::vector<uint32_t> counts(kWays * kBins, 0);
@@ -97,11 +34,8 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
   auto total = [&](size_t b) {
     return size_t(counts[b]) + counts[kBins + b] + counts[2 * kBins + b] + counts[3 * kBins + b];
   };
-  // The bins past the last one kept share the end of the array, written in pair order, not at
-  // random: the decoder needs the order only a little past its budget (60 k of 148 k midpoints
-  // at T = 0.1 on KITTI 00).
   size_t last = 0, kept = total(0);
-  while (last + 1 < size_t(kRangeBins) && kept < wanted) kept += total(++last);
+  while (last + 1 < size_t(kFillRangeBins) && kept < wanted) kept += total(++last);
   // Each quarter's counts become where its pairs of each bin go, bin last + 1 standing for every
   // bin past the last kept.
   uint32_t at = 0, rest[kWays];
@@ -130,6 +64,23 @@ std::vector<uint32_t> SortMidpoints(const Candidates& cand, const std::vector<Se
   return order;
 }
 
+// The midpoints in their order (FillOrder's first part), for any budget; or only the first
+// whole bins that hold at least `wanted` of them (all where fewer), which are the first
+// entries of the whole order. Nearest the sensor first, where the original points are densest:
+// a counting sort by range bin, stable, so the order within a bin is the coder's. Pairs too far
+// apart go to a bin of their own past the last, cut off at the end: no branch on the distance,
+// which the data make unpredictable (a quarter of the pairs on KITTI). The bins are the CPU
+// variants' (cpu/kernels.h fill_bins), the same on every machine.
+std::vector<uint32_t> SortMidpoints(const cpu::Kernels& k, const Candidates& cand,
+                                    const std::vector<SelectedPair>& pairs,
+                                    size_t wanted = SIZE_MAX) {
+  if (pairs.size() >= (size_t(1) << 30)) return {};  // beyond any frame: no fill, on both sides
+  const double limit = kFillPairFactor * cand.resolution_m;
+  std::vector<uint16_t> bin(pairs.size());
+  k.fill_bins(cand, pairs.data(), pairs.size(), float(limit * limit), bin.data());
+  return SortByBin(bin, wanted);
+}
+
 // FillEncoder's cells are this much over twice the bound: a fill point's ball stays inside the
 // eight cells on its side by 5e-7 of a cell (the keys' rounding is 1e-16 of them).
 constexpr double kCellSlack = 1 + 1e-6;
@@ -155,20 +106,21 @@ std::vector<uint32_t> WithQuarterPoints(std::vector<uint32_t> order, size_t budg
 
 std::vector<uint32_t> FillOrder(const Candidates& cand, const std::vector<SelectedPair>& pairs,
                                 size_t budget) {
-  return WithQuarterPoints(SortMidpoints(cand, pairs), budget);
+  return WithQuarterPoints(SortMidpoints(cpu::Best(), cand, pairs), budget);
 }
 
 FillEncoder::FillEncoder(const Candidates& cand, const std::vector<Eigen::Vector3f>& points,
                          double bound_m)
     : cand_(cand),
       points_(points),
+      cpu_(cpu::Best()),
       bound_m_(bound_m),
       bound2_(bound_m * bound_m),
       inv_(1.0 / (2 * bound_m * kCellSlack)) {}
 
 void FillEncoder::Order(const std::vector<SelectedPair>& pairs) {
   pairs_ = &pairs;
-  order_ = SortMidpoints(cand_, pairs);
+  order_ = SortMidpoints(cpu_, cand_, pairs);
 }
 
 void FillEncoder::Index(const std::vector<int32_t>& nearest_start,
@@ -178,10 +130,9 @@ void FillEncoder::Index(const std::vector<int32_t>& nearest_start,
   const double bound_m = bound_m_;
   // A fill point's original point within bound_m is first looked for among the points whose
   // nearest candidate is one of its pair's two voxels (CSR lists by candidate, of the points
-  // themselves: a list of indices cost a dependent miss more a check: the fill stage 3.6 -> 3.1 ms
-  // a frame, its index 1.23 -> 1.40, KITTI 00 at T = 0.2), which finds one for about nine in ten;
-  // the rest as below. The lists are the selection coder's too: made once (the fill's own CSR
-  // took 1.2 ms a frame, the selection's 0.7, KITTI 00 at T = 0.12).
+  // themselves: a list of indices cost a dependent miss more a check), which finds one for about
+  // nine in ten; the rest as below. The lists are the selection coder's too: made once, not a
+  // CSR of the fill's own beside them.
   own_start_ = nearest_start.data();
   own_points_.resize(nearest_points.size());
   for (size_t k = 0; k < nearest_points.size(); ++k) {
@@ -191,10 +142,9 @@ void FillEncoder::Index(const std::vector<int32_t>& nearest_start,
   // a little over 2 bound_m (a counting sort): the cell of a fill point and the 7 beside the
   // octant it lies in hold every point within bound_m of it, and their buckets hold those cells'
   // points (and, where cells collide, others, which the distance test rejects). Only a tenth of
-  // the fill points get here: with a sorted grid of the points (sorted_grid.h) the fill stage
-  // took 6.8 ms a frame, with these 4.8 (KITTI 00, T = 0.1). Points farther out than every
-  // candidate plus bound_m cannot be near a fill point (each lies between two candidates) and
-  // stay out, so keys stay small.
+  // the fill points get here, for which a sorted grid of the points (sorted_grid.h) cost more
+  // than it saved. Points farther out than every candidate plus bound_m cannot be near a fill
+  // point (each lies between two candidates) and stay out, so keys stay small.
   float reach = 0;
   for (const Eigen::Vector3f& p : cand.sensor) reach = std::max(reach, p.cwiseAbs().maxCoeff());
   far_ = double(reach) + 2 * bound_m;
@@ -223,7 +173,7 @@ void FillEncoder::Index(const std::vector<int32_t>& nearest_start,
 
 // Only for points within far_ of the sensor (the candidates' reach, under the 300 m of their ball,
 // plus 2 bound_m), in cells of 0.9 mm or more: keys within int's range, so no clamp (std::floor
-// without SSE4.1 was a sixth of the fill's instructions at T = 0.3, KITTI 00).
+// without SSE4.1 is a dozen instructions and branches).
 void FillEncoder::Cell(const Eigen::Vector3f& p, int32_t* k) const {
   for (int a = 0; a < 3; ++a) k[a] = maps::BoundedFloor(double(p[a]) * inv_);
 }
@@ -275,8 +225,7 @@ std::vector<uint8_t> FillEncoder::Encode(size_t decoded, size_t* added) const {
   if (order.empty()) return w.Take();  // no bits: the decoder reads none
   // Each point checked and coded in turn, up to where the budget is met: past it the decoder reads
   // no more bits. The checks split between two threads (up to a little past the budget, then one
-  // by one) took 0.4-1.3 ms a frame longer than this at T = 0.05-0.2 on KITTI 00: the second
-  // core had none of the index in its cache.
+  // by one) ran slower than this: the second core had none of the index in its cache.
   RangeEncoder rc;
   BitModel models[kFillModels];
   const std::vector<SelectedPair>& pairs = *pairs_;
@@ -316,6 +265,7 @@ Status DecodeFill(const uint8_t* data, size_t size, const Candidates& cand,
                   const std::vector<SelectedPair>& pairs, bool intensity, PointCloud* cloud,
                   size_t* added) {
   *added = 0;
+  const cpu::Kernels& variants = cpu::Best();
   ByteReader r(data, size);
   uint64_t points = 0;
   if (!r.Varint(&points) || points > kMaxPointsPerFrame) {
@@ -328,7 +278,7 @@ Status DecodeFill(const uint8_t* data, size_t size, const Candidates& cand,
   bool whole = true;
   if (budget > 0) {
     const size_t wanted = budget + budget / 16 + 256;
-    order = SortMidpoints(cand, pairs, wanted);
+    order = SortMidpoints(variants, cand, pairs, wanted);
     whole = order.size() < wanted;
     if (whole) order = WithQuarterPoints(std::move(order), budget);
   }
@@ -341,7 +291,7 @@ Status DecodeFill(const uint8_t* data, size_t size, const Candidates& cand,
   for (size_t k = 0; *added < budget; ++k) {
     if (k == order.size()) {
       if (whole) break;
-      order = FillOrder(cand, pairs, budget);
+      order = WithQuarterPoints(SortMidpoints(variants, cand, pairs), budget);
       whole = true;
       if (k == order.size()) break;
     }

@@ -18,6 +18,15 @@
 
 namespace dv::codec {
 
+namespace cpu {
+struct Kernels;  // cpu/kernels.h
+}  // namespace cpu
+
+// Bins of squared range for the midpoints' order, 1 m^2 wide (5 cm of range at 10 m, 1 cm at
+// 50 m): no square root, and finer than a scan ring's spacing where the budget runs out.
+// Midpoints beyond 128 m share the last bin.
+constexpr int kFillRangeBins = 1 << 14;
+
 // Pairs of selected voxels whose representatives are farther apart than this many map
 // resolutions give no midpoint: on KITTI 00 pairs up to 1.5 gave the lowest CD (1.0: fewer
 // midpoints where the budget is large; 2.0: more of them vetoed).
@@ -81,6 +90,7 @@ class FillEncoder {
 
   const Candidates& cand_;
   const std::vector<Eigen::Vector3f>& points_;
+  const cpu::Kernels& cpu_;  // the midpoints' bins' variants, chosen when the encoder is made
   double bound_m_, bound2_, inv_, far_ = 0;
   // Order's
   const std::vector<SelectedPair>* pairs_ = nullptr;

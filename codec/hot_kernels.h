@@ -115,11 +115,11 @@ DV_HOST_DEVICE inline void KeepNearest(int32_t j, double d2, double bound2, int3
 
 // KeepNearest's rule for a candidate j whose squared distance d2 is within bound2, on the
 // distances' bits (>= +0: the bits order as the values do; *best_bits and *second_bits start as
-// bound2's), kept by masks, not branches: which candidate is nearer is the data's (the CPU
-// classification 12.8 -> 12.3 ms a frame at T = 0.3, KITTI 00). Written with ?: the same selects
-// became branches again (GCC). Within the bound, KeepNearest's clause "none yet and d2 <= bound2"
-// is "none yet". The classification's portable path; with SSE2 (x86-64) it keeps the least
-// distances lane by lane instead, without this chain of selects (hot_paths.cpp).
+// bound2's), kept by masks, not branches: which candidate is nearer is the data's, and a branch
+// on it mispredicts. Written with ?: the same selects became branches again (GCC). Within the
+// bound, KeepNearest's clause "none yet and d2 <= bound2" is "none yet". The classification's
+// scalar variant (cpu/scalar.cpp); the SSE2 and AVX2 ones keep the least distances lane by lane
+// instead, without this chain of selects (cpu/sse2.cpp, cpu/avx2.cpp).
 DV_HOST_DEVICE inline void KeepNearestWithin(int32_t j, uint64_t d2_bits, int32_t* best,
                                              uint64_t* best_bits, int32_t* second,
                                              uint64_t* second_bits) {

@@ -8,14 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 
+#include "cpu/kernels.h"
 #include "dejaview/codec/range_coder.h"
 #include "hot_paths.h"
-#include "popcount.h"
-
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 namespace dv::codec {
 namespace {
@@ -28,137 +25,6 @@ constexpr int kStaticStates = kVisStates * kRangeStates * kPersistStates;
 // states (5).
 constexpr int kNeighbourStates = 108;
 
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof(b));
-  return b;
-}
-float FromBits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof(f));
-  return f;
-}
-
-constexpr uint32_t kSign = 0x80000000u, kInfinity = 0x7f800000u;
-
-// The context from the least key (best), the least of the four at the candidate's height
-// (level), the key of the neighbour below, the number selected and which are (signs: bit k for
-// the neighbour whose key's low 4 bits are k; keys as RingStateScalar's): what the keys and signs
-// say, no look-up again. A state as a product, not a branch: whether a neighbour is there is
-// data (selection coding 17.0 -> 15.9 ms a frame at T = 0.05, KITTI 00).
-int RingContext(unsigned signs, uint32_t best, uint32_t level, uint32_t below, int sel) {
-  auto state = [&](uint32_t k) {
-    return int((k & ~15u) != kInfinity) * (1 + int((signs >> (k & 15)) & 1));
-  };
-  return ((state(best) * 3 + state(level)) * 4 + std::min(sel, 3)) * 3 + state(below);
-}
-
-#ifdef __SSE2__
-// Four neighbours' keys (RingStateScalar's) from their ranges x, the candidate's range hi in
-// every lane, and each lane's low four bits.
-inline __m128i RingKeys(__m128 x, __m128 hi, __m128i low_bits) {
-  const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(int(kSign)));
-  const __m128 d = _mm_andnot_ps(sign, _mm_sub_ps(_mm_andnot_ps(sign, x), hi));
-  return _mm_or_si128(_mm_and_si128(_mm_castps_si128(d), _mm_set1_epi32(~15)), low_bits);
-}
-
-// The lesser of each lane; signed compares order the keys, which are below 2^31.
-inline __m128i Lesser(__m128i a, __m128i b) {
-  const __m128i greater = _mm_cmpgt_epi32(a, b);
-  return _mm_or_si128(_mm_and_si128(greater, b), _mm_andnot_si128(greater, a));
-}
-#endif
-
-}  // namespace
-
-// The nearest neighbour as the least of (distance's bits, offset) keys: non-negative floats order
-// as their bit patterns, distances within 16 float steps (2e-6 relative) tie and the lower offset
-// wins, and an absent neighbour is at infinity (h[-1]). Minima, not branches: which neighbour is
-// nearest is data, and mispredicted it costs more.
-int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
-  uint32_t key[kCausalOffsets];
-  unsigned signs = 0;
-  int sel = 0;
-  const float hi = h[i];
-  for (int k = 0; k < kCausalOffsets; ++k) {
-    const uint32_t hj = Bits(h[nb[k]]);
-    key[k] = (Bits(std::fabs(FromBits(hj & ~kSign) - hi)) & ~15u) | uint32_t(k);
-    signs |= (hj >> 31) << k;
-    sel += int(hj >> 31);
-  }
-  // A tree of minima: a chain of 12 would be as long as its dependencies.
-  const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
-  const uint32_t rest = std::min(std::min(std::min(key[0], key[2]), std::min(key[3], key[5])),
-                                 std::min(std::min(key[6], key[8]), std::min(key[9], key[11])));
-  return RingContext(signs, std::min(std::min(level, rest), key[12]), level, key[kFaceZ], sel);
-}
-
-#ifdef __SSE2__
-// The same keys four at a time (x86-64 always has SSE2): half the scalar version's instructions.
-// The three padding offsets (13..15, no neighbour) make keys above every real one.
-int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i) {
-  alignas(16) float hv[kPaddedOffsets];
-  for (int k = 0; k < kPaddedOffsets; ++k) hv[k] = h[nb[k]];
-  const __m128 hi = _mm_set1_ps(h[i]);
-  alignas(16) uint32_t key[kPaddedOffsets];
-  unsigned selected = 0;
-  __m128i least = _mm_set1_epi32(0x7fffffff);
-  for (int v = 0; v < 4; ++v) {
-    const __m128 x = _mm_load_ps(hv + 4 * v);
-    selected |= unsigned(_mm_movemask_ps(x)) << (4 * v);
-    const __m128i k = RingKeys(x, hi, _mm_setr_epi32(4 * v, 4 * v + 1, 4 * v + 2, 4 * v + 3));
-    _mm_store_si128(reinterpret_cast<__m128i*>(key + 4 * v), k);
-    least = Lesser(least, k);
-  }
-  // Shifts by immediates: clang wants constants, not a loop variable.
-  least = Lesser(least, _mm_srli_si128(least, 8));
-  least = Lesser(least, _mm_srli_si128(least, 4));
-  const uint32_t best = uint32_t(_mm_cvtsi128_si32(least));
-  const uint32_t level = std::min(std::min(key[1], key[4]), std::min(key[7], key[10]));
-  return RingContext(selected, best, level, key[kFaceZ], Popcount16(selected));
-}
-
-int RingStatePlanes(const float* prev, const float* cur, float hi, unsigned* selected) {
-  constexpr ptrdiff_t kRow = maps::kTileVoxels;
-  const __m128 inf = _mm_set1_ps(HUGE_VALF);
-  const __m128 low3 = _mm_castsi128_ps(_mm_setr_epi32(-1, -1, -1, 0));
-  // Slab x - 1's rows y - 1, y, y + 1 at z - 1 .. z + 1 (offsets 0..8, three a row), a padding
-  // lane (+infinity) fourth in each.
-  auto row = [&](const float* p) {
-    return _mm_or_ps(_mm_and_ps(low3, _mm_loadu_ps(p - 1)), _mm_andnot_ps(low3, inf));
-  };
-  const __m128 r0 = row(prev - kRow), r1 = row(prev), r2 = row(prev + kRow);
-  // Slab x's row y - 1 (offsets 9..11), and the cell below (offset 12) in the fourth lane.
-  const __m128 c = _mm_loadu_ps(cur - kRow - 1);
-  const __m128 u = _mm_shuffle_ps(c, _mm_load_ss(cur - 1), _MM_SHUFFLE(0, 0, 2, 2));
-  const __m128 r3 = _mm_shuffle_ps(c, u, _MM_SHUFFLE(2, 0, 1, 0));
-  // RingStateSse2's keys, each with its lane's position (0..15, row by row) in place of the
-  // offset: positions rise with offsets as offsets do, so the least finite key is the same
-  // neighbour's, and where none is finite every state is 0 whichever lane holds the least. The
-  // lanes' sign bits are then the neighbours' states by position, without a shuffle.
-  const __m128 h = _mm_set1_ps(hi);
-  const __m128i k0 = RingKeys(r0, h, _mm_setr_epi32(0, 1, 2, 3));
-  const __m128i k1 = RingKeys(r1, h, _mm_setr_epi32(4, 5, 6, 7));
-  const __m128i k2 = RingKeys(r2, h, _mm_setr_epi32(8, 9, 10, 11));
-  const __m128i k3 = RingKeys(r3, h, _mm_setr_epi32(12, 13, 14, 15));
-  // Lane by lane the least of the four rows; lane 1 holds offsets 1, 4, 7 and 10, the four at
-  // the candidate's height.
-  __m128i least = Lesser(Lesser(k0, k1), Lesser(k2, k3));
-  const uint32_t level = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi32(least, 1)));
-  least = Lesser(least, _mm_srli_si128(least, 8));
-  least = Lesser(least, _mm_srli_si128(least, 4));
-  const uint32_t best = uint32_t(_mm_cvtsi128_si32(least));
-  const uint32_t below = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi32(k3, 3)));
-  // Sign bits by position (a padding lane, +infinity, has none).
-  const unsigned signs = unsigned(_mm_movemask_ps(r0) | _mm_movemask_ps(r1) << 4 |
-                                  _mm_movemask_ps(r2) << 8 | _mm_movemask_ps(r3) << 12);
-  if (selected) *selected = signs;
-  return RingContext(signs, best, level, below, Popcount16(signs));
-}
-#endif
-
-namespace {
-
 // Version 5's neighbour context. A scan ring crosses the map at a nearly constant range from the
 // sensor, so the coded neighbour nearest the candidate in horizontal range (of the
 // representatives in the sensor frame, float) is the one most likely on the same ring: the state
@@ -166,38 +32,20 @@ namespace {
 // same height, how many of the 13 are selected (0..3+), and the state of the neighbour below (on
 // the dense maps of the simulated days, walls and poles: without it their map sections grew 4%).
 // On KITTI 00 at T = 0.1 the map section is 5.0% smaller than with the face states alone
-// (BENCHMARK.md).
+// (BENCHMARK.md). The state itself is the CPU variants' (cpu/kernels.h ring_state).
 class RingStates {
  public:
   // h[0] is the range of "no neighbour" (index -1): infinitely far, never selected (the
   // caller's). Each part fills h[begin + 1, end + 1) of the storage the parts share, and reads
-  // and marks only there.
-  RingStates(const Candidates& c, size_t begin, size_t end, float* h) : h_(h) {
-    // The sum in double and the square root exactly rounded: the same on every machine.
-    size_t i = begin;
-#ifdef __SSE2__
-    // Two roots an instruction: one at a time, waiting on each, they were a tenth of the selection
-    // coder's time (KITTI 00, T = 0.12).
-    for (; i + 2 <= end; i += 2) {
-      const double x0 = c.sensor[i].x(), y0 = c.sensor[i].y();
-      const double x1 = c.sensor[i + 1].x(), y1 = c.sensor[i + 1].y();
-      const __m128d r = _mm_sqrt_pd(_mm_setr_pd(x0 * x0 + y0 * y0, x1 * x1 + y1 * y1));
-      h_[i + 1] = float(_mm_cvtsd_f64(r));
-      h_[i + 2] = float(_mm_cvtsd_f64(_mm_unpackhi_pd(r, r)));
-    }
-#endif
-    for (; i < end; ++i) {
-      const double x = c.sensor[i].x(), y = c.sensor[i].y();
-      h_[i + 1] = float(std::sqrt(x * x + y * y));
-    }
+  // and marks only there. The sum in double and the square root exactly rounded: the same on
+  // every machine.
+  RingStates(const cpu::Kernels& k, const Candidates& c, size_t begin, size_t end, float* h)
+      : k_(k), h_(h) {
+    k.horizontal_ranges(c.sensor.data() + begin, end - begin, h + 1 + begin);
   }
-  // The state of candidate i, all candidates before it marked; nb as RingStateScalar's.
-  int Get(const int32_t nb[kPaddedOffsets], size_t i) const {
-#ifdef __SSE2__
-    return RingStateSse2(h_ + 1, nb, i);
-#else
-    return RingStateScalar(h_ + 1, nb, i);
-#endif
+  // The state of candidate i, all candidates before it marked; nb as ring_state's.
+  int Get(const int32_t nb[cpu::kPaddedOffsets], size_t i) const {
+    return k_.ring_state(h_ + 1, nb, i);
   }
   float Range(size_t i) const { return h_[i + 1]; }
   // Candidate i's bit, once coded: the sign of its range.
@@ -206,6 +54,7 @@ class RingStates {
   }
 
  private:
+  const cpu::Kernels& k_;
   float* h_;  // h_[i + 1]: candidate i's horizontal range; sign bit: selected
 };
 
@@ -266,18 +115,71 @@ bool BallHolds(const Candidates& c, const maps::VoxelKey& centre, int reach) {
          (c.centre - centre).cast<int64_t>().squaredNorm() <= spare * spare;
 }
 
-Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
-                        double radius_m, Candidates* out, unsigned parts, Backend backend,
-                        int threads) {
-  std::vector<int32_t> kept;
-  return DeriveCandidatesWithin(map, nullptr, R, t, radius_m, out, &kept, parts, backend, threads);
+namespace {
+
+// out->voxels: the map voxels within n of key s, taken from `around` where its ball holds this
+// one (DeriveCandidatesWithin's *kept), else read from the map.
+Status CollectVoxels(maps::RouteMap* map, const Candidates* around, const maps::VoxelKey& s, int n,
+                     Candidates* out, std::vector<int32_t>* kept) {
+  const int64_t n2 = int64_t(n) * n;
+  auto outside = [&](const maps::MapVoxel& v) {
+    const Eigen::Matrix<int64_t, 3, 1> d = (v.key - s).cast<int64_t>();
+    return d.squaredNorm() > n2;
+  };
+  std::vector<maps::MapVoxel>& ball = out->voxels;
+  ball.clear();
+  kept->clear();
+  if (!around || around->resolution_m != out->resolution_m || around->voxels.empty() ||
+      !BallHolds(*around, s, n)) {
+    return map->CollectBall(s, n, &ball);
+  }
+  kept->assign(around->voxels.size(), -1);
+  // At most all of them: no copies as it grows.
+  ball.reserve(around->voxels.size());
+  for (size_t i = 0; i < around->voxels.size(); ++i) {
+    if (outside(around->voxels[i])) continue;
+    (*kept)[i] = int32_t(ball.size());
+    ball.push_back(around->voxels[i]);
+  }
+  return Status::Ok();
 }
 
-Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
+// Each candidate's static context from its projection: how far behind the nearest candidate in
+// its angular cell it lies (visibility), its range, and how persistent it was in the map. Buckets
+// as sums of comparisons, not chains of branches that mispredict on scattered voxels. The arrays
+// by local pointers: a store to context (bytes) may alias the vectors' own.
+void StaticContexts(const Projection& proj, double res, Candidates* out) {
+  const size_t count = out->voxels.size();
+  out->context.resize(count);
+  const double* range = proj.range.data();
+  const int32_t* cell = out->cell.data();
+  const double* nearest = proj.nearest.data();
+  const maps::MapVoxel* voxels = out->voxels.data();
+  uint8_t* context = out->context.data();
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t c = cell[i];
+    const double behind = range[i] - nearest[size_t(c >= 0 ? c : 0)];
+    const int vis = c >= 0 ? 1 + (behind <= 3 * res) + (behind <= res) : 0;
+    const int rb = (range[i] >= 10) + (range[i] >= 20) + (range[i] >= 40);
+    const maps::MapVoxel& v = voxels[i];
+    const int pb = v.seen_through > 0 ? 0 : std::min<int>(v.hits, 3);
+    context[i] = uint8_t((vis * kRangeStates + rb) * kPersistStates + pb);
+  }
+}
+
+}  // namespace
+
+Status DeriveCandidates(const HotPaths& hot, maps::RouteMap* map, const Eigen::Matrix3d& R,
+                        const Eigen::Vector3d& t, double radius_m, Candidates* out, unsigned parts,
+                        int threads) {
+  std::vector<int32_t> kept;
+  return DeriveCandidatesWithin(hot, map, nullptr, R, t, radius_m, out, &kept, parts, threads);
+}
+
+Status DeriveCandidatesWithin(const HotPaths& hot, maps::RouteMap* map, const Candidates* around,
                               const Eigen::Matrix3d& R, const Eigen::Vector3d& t, double radius_m,
                               Candidates* out, std::vector<int32_t>* kept, unsigned parts,
-                              Backend backend, int threads) {
-  const bool with_index = (parts & kCandidateIndex) != 0;
+                              int threads) {
   const double res = map->resolution_m();
   out->resolution_m = res;
   const maps::VoxelKey s = maps::KeyOf(t, res);
@@ -287,31 +189,9 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
   }
   out->centre = s;
   out->reach = n;
-  const int64_t n2 = int64_t(n) * n;
-  auto outside = [&](const maps::MapVoxel& v) {
-    const Eigen::Matrix<int64_t, 3, 1> d = (v.key - s).cast<int64_t>();
-    return d.squaredNorm() > n2;
-  };
-  std::vector<maps::MapVoxel>& ball = out->voxels;
-  ball.clear();
-  kept->clear();
-  if (around && around->resolution_m == res && !around->voxels.empty() &&
-      BallHolds(*around, s, n)) {
-    kept->assign(around->voxels.size(), -1);
-    // At most all of them: no copies as it grows (the encoder's candidates stage 9.6-10.3 ->
-    // 9.1-9.4 ms at T = 0.05, 2.05-2.20 -> 1.81-1.89 at 0.2, KITTI 00).
-    ball.reserve(around->voxels.size());
-    for (size_t i = 0; i < around->voxels.size(); ++i) {
-      if (outside(around->voxels[i])) continue;
-      (*kept)[i] = int32_t(ball.size());
-      ball.push_back(around->voxels[i]);
-    }
-  } else {
-    DV_RETURN_IF_ERROR(map->CollectBall(s, n, &ball));
-  }
-  const size_t count = out->voxels.size();
-  if (with_index) {
-    DV_RETURN_IF_ERROR(IndexKeys(backend, out->voxels, &out->index));
+  DV_RETURN_IF_ERROR(CollectVoxels(map, around, s, n, out, kept));
+  if ((parts & kCandidateIndex) != 0) {
+    DV_RETURN_IF_ERROR(hot.IndexKeys(out->voxels, &out->index));
   } else {
     out->index = VoxelHash(0);
   }
@@ -319,25 +199,12 @@ Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
   out->context.clear();
   out->cell.clear();
   if ((parts & kCandidateProjection) == 0) return Status::Ok();
-  out->context.resize(count);
   Projection proj;
-  DV_RETURN_IF_ERROR(ProjectCandidates(backend, out->voxels, res, R, t,
-                                       {kCols, kRows, kElevMin, kElevMax}, &proj, threads));
+  DV_RETURN_IF_ERROR(hot.ProjectCandidates(out->voxels, res, R, t,
+                                           {kCols, kRows, kElevMin, kElevMax}, &proj, threads));
   out->sensor = std::move(proj.sensor);
-  const std::vector<double>& range = proj.range;
   out->cell = std::move(proj.cell);
-  const std::vector<int32_t>& cell = out->cell;
-  const std::vector<double>& nearest = proj.nearest;
-  // Buckets as sums of comparisons, not chains of branches that mispredict on scattered voxels.
-  for (size_t i = 0; i < count; ++i) {
-    const int32_t c = cell[i];
-    const double behind = range[i] - nearest[size_t(c >= 0 ? c : 0)];
-    const int vis = c >= 0 ? 1 + (behind <= 3 * res) + (behind <= res) : 0;
-    const int rb = (range[i] >= 10) + (range[i] >= 20) + (range[i] >= 40);
-    const maps::MapVoxel& v = out->voxels[i];
-    const int pb = v.seen_through > 0 ? 0 : std::min<int>(v.hits, 3);
-    out->context[i] = uint8_t((vis * kRangeStates + rb) * kPersistStates + pb);
-  }
+  StaticContexts(proj, res, out);
   return Status::Ok();
 }
 
@@ -505,7 +372,103 @@ constexpr uint32_t kDropOdds = 3 * 65536 / 5;  // P(0) above which a close, free
 // 531 / 1358 against 130 / 520 / 1338; 0.8 gave 72.4 / 248 / 512 and 0.9 73.6 / 247 / 508 on 00.
 constexpr uint32_t kCoverOdds = 17 * 65536 / 20;
 
-constexpr size_t kPairsPerCandidate = 3;  // CodePart
+// The coder's room for pairs: kPairsPerCandidate a candidate of a part, and in the first part
+// for the whole frame's, which TakePairs appends to it. On KITTI a frame lists fewer than one a
+// candidate at T = 0.05 and under three at 0.8: the lists seldom regrow.
+constexpr size_t kPairsPerCandidate = 3;
+
+// One part's selected pairs (SelectedPair), listed as its candidates are coded. Every slot is
+// written before it counts, and the count moves on by each neighbour's bit, read from a copy of
+// the bits shifted by one so that "no neighbour" (-1) reads a 0: a test and push_back per
+// neighbour was a branch on data, mispredicted.
+class PairList {
+ public:
+  // shifted[begin + 1, end + 1) is cleared here; the slots are not (only the pages written are
+  // touched).
+  PairList(std::vector<SelectedPair>* pairs, uint8_t* shifted, size_t begin, size_t end,
+           size_t room)
+      : pairs_(*pairs), shifted_(shifted) {
+    std::fill(&shifted_[begin + 1], &shifted_[end + 1], uint8_t(0));
+    if (pairs_.size() < room + kCausalOffsets) pairs_.resize(room + kCausalOffsets);
+  }
+  // Selected candidate i and each selected one of its causal neighbours nb (-1: none).
+  void All(size_t i, const int32_t nb[kCausalOffsets]) {
+    SelectedPair* p = Room(i);
+    for (int o = 0; o < kCausalOffsets; ++o) {
+      *p = {uint32_t(i), uint32_t(nb[o]), uint8_t(o)};
+      const int in = shifted_[size_t(nb[o] + 1)];
+      p += in;
+      listed_ += size_t(in);
+    }
+  }
+  // Selected candidate i at the planes' cell `at`, whose selected neighbours are the bits of
+  // `selected` (cpu::RingLane's lanes): only those, not all 13 written and the rest dropped.
+  void Selected(size_t i, const CausalNeighbours& around, size_t at, unsigned selected) {
+    Room(i);
+    for (unsigned m = selected; m != 0; m &= m - 1) {
+      const int o = cpu::RingOffset(__builtin_ctz(m));
+      pairs_[listed_++] = {uint32_t(i), uint32_t(around.Neighbour(at, o)), uint8_t(o)};
+    }
+  }
+  void Finish() { pairs_.resize(listed_); }
+
+ private:
+  // Candidate i is selected; room for its pairs.
+  SelectedPair* Room(size_t i) {
+    shifted_[i + 1] = 1;
+    if (listed_ + kCausalOffsets > pairs_.size()) pairs_.resize(2 * pairs_.size());
+    return pairs_.data() + listed_;
+  }
+
+  std::vector<SelectedPair>& pairs_;
+  uint8_t* shifted_;
+  size_t listed_ = 0;
+};
+
+// Version 5's bits of candidates [begin, end): code(model, i) codes candidate i's bit (or decodes
+// it) and returns it. Away from the tile's borders the neighbours' ranges come from the planes,
+// and their indices only for a selected candidate's pairs; elsewhere both by look-up. h: the
+// coder's ranges (RingStates), which it fills for the part first.
+template <typename Code>
+void CodeRingPart(const cpu::Kernels& k, const Candidates& c, size_t begin, size_t end, float* h,
+                  SelectionContexts* ctx, PairList* pairs, Code&& code) {
+  RingStates ring(k, c, begin, end, h);
+  CausalNeighbours around(c, begin, h + 1);
+  int32_t nb[cpu::kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                     -1, -1, -1, -1, -1, -1, -1, -1};
+  for (size_t i = begin; i < end; ++i) {
+    const ptrdiff_t at = around.Locate(i, nb);
+    unsigned neighbours_selected = 0;
+    const int state =
+        at >= 0 ? k.ring_state_planes(around.PrevRanges(size_t(at)), around.CurRanges(size_t(at)),
+                                      ring.Range(i), &neighbours_selected)
+                : ring.Get(nb, i);
+    const int bit = code(ctx->Get(c.context[i], state), i);
+    ring.Mark(i, bit);
+    around.Mark(bit);
+    if (bit && pairs) {
+      if (at >= 0) {
+        pairs->Selected(i, around, size_t(at), neighbours_selected);
+      } else {
+        pairs->All(i, nb);
+      }
+    }
+  }
+}
+
+// Versions 1 to 4's bits of candidates [begin, end), as CodeRingPart's.
+template <typename Code>
+void CodeFacePart(const Candidates& c, NeighbourContext kind, const std::vector<uint8_t>& selected,
+                  size_t begin, size_t end, SelectionContexts* ctx, PairList* pairs, Code&& code) {
+  CausalNeighbours around(c, begin);
+  int32_t nb[kCausalOffsets];
+  std::fill(nb, nb + kCausalOffsets, -1);
+  for (size_t i = begin; i < end; ++i) {
+    around.Next(i, nb);
+    const int bit = code(ctx->Get(c.context[i], FaceState(kind, nb, selected)), i);
+    if (bit && pairs) pairs->All(i, nb);
+  }
+}
 
 }  // namespace
 
@@ -514,12 +477,13 @@ SelectionCoder::SelectionCoder(const Candidates& c, const SelectionModel& model,
     : c_(c),
       model_(model),
       parts_(std::clamp(parts, 1, kMaxSelectionParts)),
+      cpu_(cpu::Best()),
       selected_(*selected),
       pairs_(size_t(parts_)) {
   const size_t n = c.voxels.size();
   selected_.assign(n, 0);
   // Left for each part to fill its own range: on one thread these were 6 bytes a candidate
-  // cleared before any part could start (2 MB on KITTI 00 at T = 0.05: 357 k candidates).
+  // cleared before any part could start.
   if (model.neighbours == NeighbourContext::kRingNeighbours) {
     h_.reset(new float[n + 1]);
     h_[0] = HUGE_VALF;
@@ -545,87 +509,18 @@ void SelectionCoder::CodePart(int part, Code&& code) {
   const auto [begin, end] = Range(part);
   auto ctx = std::make_unique<SelectionContexts>();
   if (model_.start) ctx->Load(model_.start);
-  const bool ring_model = model_.neighbours == NeighbourContext::kRingNeighbours;
-#ifdef __SSE2__
-  // The planes of ranges for RingStatePlanes; RingStates (below) fills the ranges first.
-  CausalNeighbours around(c_, begin, ring_model ? h_.get() + 1 : nullptr);
-#else
-  CausalNeighbours around(c_, begin);
-#endif
-  int32_t nb[kPaddedOffsets] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-  // Branch-free: every neighbour is written and the count moves on by its bit, read from a copy
-  // of the bits shifted by one so that "no neighbour" (-1) reads a 0. A test and push_back per
-  // neighbour took 2.3 ms longer a frame (KITTI 00, T = 0.1: 280k pairs).
-  std::vector<SelectedPair>& pairs = pairs_[size_t(part)];
-  const bool listing = shifted_ != nullptr;
-  if (listing) std::fill(&shifted_[begin + 1], &shifted_[end + 1], uint8_t(0));
-  size_t listed = 0;
-  // Room for kPairsPerCandidate pairs a candidate of the part, and in the first part for the whole
-  // frame's, which TakePairs appends to it (the slots are not cleared: only the pages written are
-  // touched). On KITTI 00 a frame lists 0.3 a candidate at T = 0.05, 1.1 at 0.1, 2.3 at 0.4 and
-  // 2.9 at 0.8: the lists seldom regrow.
-  const size_t room = kPairsPerCandidate * (part == 0 ? c_.voxels.size() : end - begin);
-  if (listing && pairs.size() < room + kCausalOffsets) pairs.resize(room + kCausalOffsets);
-  auto list = [&](size_t i) {
-    shifted_[i + 1] = 1;
-    if (listed + kCausalOffsets > pairs.size()) pairs.resize(2 * pairs.size());
-    SelectedPair* p = pairs.data() + listed;
-    for (int o = 0; o < kCausalOffsets; ++o) {
-      *p = {uint32_t(i), uint32_t(nb[o]), uint8_t(o)};
-      const int in = shifted_[size_t(nb[o] + 1)];
-      p += in;
-      listed += size_t(in);
-    }
-  };
-  if (ring_model) {
-    RingStates ring(c_, begin, end, h_.get());
-    for (size_t i = begin; i < end; ++i) {
-#ifdef __SSE2__
-      // Away from the tile's borders the neighbours' ranges come from the planes, and their
-      // indices only for a selected candidate's pairs: selection decoding 389.0 -> 354.7 M
-      // instructions over 5 frames at T = 0.1, selection coding 18.4-18.7 -> 16.9-17.0 ms a frame
-      // at 0.05 (KITTI 00).
-      const ptrdiff_t at = around.Locate(i, nb);
-      unsigned neighbours_selected = 0;
-      const int state =
-          at >= 0 ? RingStatePlanes(around.PrevRanges(size_t(at)), around.CurRanges(size_t(at)),
-                                    ring.Range(i), &neighbours_selected)
-                  : ring.Get(nb, i);
-#else
-      around.Next(i, nb);
-      const int state = ring.Get(nb, i);
-#endif
-      const int bit = code(ctx->Get(c_.context[i], state), i);
-      ring.Mark(i, bit);
-      around.Mark(bit);
-      if (bit && listing) {
-#ifdef __SSE2__
-        if (at >= 0) {
-          // Only the selected neighbours, which the planes' signs name: 3.5 of the 13 a selected
-          // candidate at T = 0.1, 1.7 at 0.05 (KITTI 00), where list() writes all 13 and keeps
-          // those.
-          shifted_[i + 1] = 1;
-          if (listed + kCausalOffsets > pairs.size()) pairs.resize(2 * pairs.size());
-          for (unsigned m = neighbours_selected; m != 0; m &= m - 1) {
-            const int o = RingOffset(__builtin_ctz(m));
-            pairs[listed++] = {uint32_t(i), uint32_t(around.Neighbour(size_t(at), o)), uint8_t(o)};
-          }
-        } else {
-          list(i);
-        }
-#else
-        list(i);
-#endif
-      }
-    }
-  } else {
-    for (size_t i = begin; i < end; ++i) {
-      around.Next(i, nb);
-      const int bit = code(ctx->Get(c_.context[i], FaceState(model_.neighbours, nb, selected_)), i);
-      if (bit && listing) list(i);
-    }
+  std::optional<PairList> pairs;
+  if (shifted_) {
+    const size_t room = kPairsPerCandidate * (part == 0 ? c_.voxels.size() : end - begin);
+    pairs.emplace(&pairs_[size_t(part)], shifted_.get(), begin, end, room);
   }
-  pairs.resize(listed);
+  PairList* list = pairs ? &*pairs : nullptr;
+  if (model_.neighbours == NeighbourContext::kRingNeighbours) {
+    CodeRingPart(cpu_, c_, begin, end, h_.get(), ctx.get(), list, code);
+  } else {
+    CodeFacePart(c_, model_.neighbours, selected_, begin, end, ctx.get(), list, code);
+  }
+  if (list) list->Finish();
   if (model_.end && part == parts_ - 1) ctx->Store(model_.end);
 }
 

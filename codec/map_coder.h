@@ -19,6 +19,11 @@
 
 namespace dv::codec {
 
+class HotPaths;  // hot_paths.h
+namespace cpu {
+struct Kernels;  // cpu/kernels.h
+}  // namespace cpu
+
 struct Candidates {
   double resolution_m = 0;
   std::vector<maps::MapVoxel> voxels;   // canonical map order
@@ -32,17 +37,16 @@ struct Candidates {
 };
 
 // What the encoder's classification found out about each candidate, each an OR over the frame's
-// points (hot_paths.h ClassifyPoints): nearest, the nearest candidate within the tolerance of some
-// point (the first among equals), which that point's explanation rests on; close,
-// within select_factor of the tolerance of some point. The encoder selects no other candidate, so
-// each selected one has an original point within the tolerance.
-// Per frame point: point_nearest, the candidate it marks as nearest, and point_second, the nearest
-// of the other candidates within the tolerance (-1 for none, or when not given at all): a nearest
-// may go when each of its points keeps its second (EncodeSelection). The points each candidate
-// is the nearest of, listed by candidate (ListByNearest): candidate c's are nearest_points
-// [nearest_start[c], nearest_start[c + 1]), in point order, and nearest_seconds[k] is
-// point_second of nearest_points[k]; the selection coder and the fill index read them (empty: not
-// listed).
+// points (hot_paths.h HotPaths::ClassifyPoints): nearest, the nearest candidate within the
+// tolerance of some point (the first among equals), which that point's explanation rests on;
+// close, within select_factor of the tolerance of some point. The encoder selects no other
+// candidate, so each selected one has an original point within the tolerance. Per frame point:
+// point_nearest, the candidate it marks as nearest, and point_second, the nearest of the other
+// candidates within the tolerance (-1 for none, or when not given at all): a nearest may go when
+// each of its points keeps its second (EncodeSelection). The points each candidate is the nearest
+// of, listed by candidate (ListByNearest): candidate c's are nearest_points [nearest_start[c],
+// nearest_start[c + 1]), in point order, and nearest_seconds[k] is point_second of
+// nearest_points[k]; the selection coder and the fill index read them (empty: not listed).
 struct CandidateMarks {
   std::vector<uint8_t> nearest, close;
   std::vector<int32_t> point_nearest, point_second;
@@ -66,24 +70,24 @@ Eigen::Matrix3d RotationOf(const Eigen::Vector4d& wxyz);
 
 // Candidates: map voxels with |key - key(sensor)| <= ceil(radius / resolution) + 1 voxels.
 // `parts` says what to fill beyond voxels: the decoder never looks a key up, and registration
-// needs neither the sensor-frame positions nor the contexts. The projection runs on up to
-// `threads` threads, with the same result.
+// needs neither the sensor-frame positions nor the contexts. The index and the projection are
+// hot paths of `hot`; the projection runs on up to `threads` threads, with the same result.
 enum CandidateParts : unsigned { kCandidateIndex = 1, kCandidateProjection = 2 };
-Status DeriveCandidates(maps::RouteMap* map, const Eigen::Matrix3d& R_map_sensor,
-                        const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
-                        unsigned parts = kCandidateIndex | kCandidateProjection,
-                        Backend backend = Backend::kCpu, int threads = 1);
+Status DeriveCandidates(const HotPaths& hot, maps::RouteMap* map,
+                        const Eigen::Matrix3d& R_map_sensor, const Eigen::Vector3d& t_map_sensor,
+                        double radius_m, Candidates* out,
+                        unsigned parts = kCandidateIndex | kCandidateProjection, int threads = 1);
 // The same, taken from `around` (candidates of another ball, voxels only read; may be null)
 // where its ball holds this one: its voxels in its order that fall in this ball, which are this
 // ball's map voxels in canonical order, without reading the map. *kept[i] is then the index here
 // of around's voxel i, -1 where it is left out; where around's ball does not hold this one,
 // *kept is empty and the map is read.
-Status DeriveCandidatesWithin(maps::RouteMap* map, const Candidates* around,
+Status DeriveCandidatesWithin(const HotPaths& hot, maps::RouteMap* map, const Candidates* around,
                               const Eigen::Matrix3d& R_map_sensor,
                               const Eigen::Vector3d& t_map_sensor, double radius_m, Candidates* out,
                               std::vector<int32_t>* kept,
                               unsigned parts = kCandidateIndex | kCandidateProjection,
-                              Backend backend = Backend::kCpu, int threads = 1);
+                              int threads = 1);
 // Whether the ball of keys within `reach` of `centre` lies inside the ball c's voxels came from
 // (the triangle inequality on integer keys: exact).
 bool BallHolds(const Candidates& c, const maps::VoxelKey& centre, int reach);
@@ -111,8 +115,7 @@ class CausalNeighbours {
   // from them.
   explicit CausalNeighbours(const Candidates& c, size_t begin = 0, const float* ranges = nullptr);
   // Inline where the candidate is in the slab and tile of the one before, away from the tile's
-  // borders (93% of them, KITTI 00 at T = 0.1): the call, which saved and restored the registers
-  // the other cases need, was an eighth of the look-up's instructions (callgrind).
+  // borders (most of them): the call saved and restored the registers the other cases need.
   void Next(size_t i, int32_t out[kCausalOffsets]) {
     const ptrdiff_t at = Locate(i, out);
     if (at >= 0) Inside(size_t(at), out);
@@ -142,8 +145,8 @@ class CausalNeighbours {
   }
   // With ranges: the planes of the ranges of slabs x - 1 (prev) and x (cur), at cell `at`
   // (Locate's): rows of maps::kTileVoxels cells by z, +infinity where no candidate is. A cell's
-  // neighbours are a few runs of adjacent cells, read four at a time (RingStatePlanes), not
-  // looked up one by one.
+  // neighbours are a few runs of adjacent cells, read together (cpu/kernels.h
+  // ring_state_planes), not looked up one by one.
   const float* PrevRanges(size_t at) const { return hprev_.data() + at; }
   const float* CurRanges(size_t at) const { return hcur_.data() + at; }
   // With ranges: the last candidate's bit, once coded (its range's sign, as RingStates::Mark).
@@ -212,7 +215,7 @@ class CausalNeighbours {
   // The top layer (local z 255) of the current tile (top_) and of the tile below it (below_,
   // when that tile is the run before: else all -1), by local x * 256 + local y, and the candidates
   // each holds. A tile border in z cuts every wall, tree and car at one height; looked up by
-  // search from the hints below, its neighbours took a third of the decoder's neighbour time.
+  // search from the hints below, its neighbours were much of the decoder's neighbour time.
   std::vector<int32_t> top_, below_;
   std::vector<int32_t> top_held_, below_held_;
   // Per offset, where its last look-up in another tile ended: along a tile's border the keys
@@ -224,27 +227,6 @@ class CausalNeighbours {
   };
   Hint hint_[kCausalOffsets];
 };
-
-// Version 5's neighbour state of candidate i (map_coder.cpp, RingStates): h points at the
-// candidates' horizontal ranges, sign bit set once selected, with h[-1] = +infinity standing for
-// "no neighbour"; nb holds the 13 causal neighbours and three -1s. The SSE2 version (x86-64) must
-// agree with the portable one bit for bit, or frames coded on one machine would not decode on
-// another: a test compares them.
-constexpr int kPaddedOffsets = 16;
-int RingStateScalar(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
-#ifdef __SSE2__
-int RingStateSse2(const float* h, const int32_t nb[kPaddedOffsets], size_t i);
-// The same state for a candidate away from its tile's borders, from CausalNeighbours' planes of
-// ranges (PrevRanges, CurRanges at its cell) and its own range hi: its 13 causal neighbours are
-// the cells at z - 1 .. z + 1 of rows y - 1 .. y + 1 of slab x - 1, of row y - 1 of slab x, and
-// the cell at z - 1 of row y, read as five loads of four cells, not thirteen look-ups. With
-// `selected`, also which of the 13 are selected, from the same loads, as the bits of their lanes:
-// causal offset k in lane RingLane(k) (three lanes of four a row of slab x - 1, the fourth
-// unused; then offsets 9-12).
-int RingStatePlanes(const float* prev, const float* cur, float hi, unsigned* selected = nullptr);
-constexpr int RingLane(int offset) { return offset + (offset / 3 < 3 ? offset / 3 : 3); }
-constexpr int RingOffset(int lane) { return lane - (lane / 4 < 3 ? lane / 4 : 3); }
-#endif
 
 // How the selection bits are modelled (docs/delta-format.md), by format version:
 // kSelectedFaces (1, 2): the number of selected face neighbours; kFaceStates (3, 4): the state of
@@ -274,8 +256,7 @@ struct SelectionModel {
 // a tile border where the neighbour comes later in the order are not listed.
 struct SelectedPair {
   // Left uninitialised: the coder writes a pair into every slot before it counts it, and growing
-  // its list by resize() zeroed each new slot first (with the copies of regrowth, 5% of the
-  // selection decoder's instructions, KITTI 00 at T = 0.1).
+  // its list by resize() would zero each new slot first.
   SelectedPair() {}
   SelectedPair(uint32_t later_, uint32_t earlier_, uint8_t offset_)
       : later(later_), earlier(earlier_), offset(offset_) {}
@@ -313,6 +294,7 @@ class SelectionCoder {
   const Candidates& c_;
   const SelectionModel model_;
   const int parts_;
+  const cpu::Kernels& cpu_;  // the ring states' variants, chosen when the coder is made
   std::vector<uint8_t>& selected_;
   // Version 5's ranges (RingStates) and selected_ shifted by one (for listing pairs), each n + 1
   // long, each part's range filled by the part.

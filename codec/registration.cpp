@@ -10,10 +10,7 @@
 #include <system_error>
 #include <thread>
 
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
-
+#include "cpu/kernels.h"
 #include "dejaview/base/fork_join.h"
 #include "hot_paths.h"
 
@@ -44,11 +41,11 @@ namespace {
 // (fewer than kMinCorrespondences matches: sparse rings of a 0.4-0.5 m map), an iteration matches
 // the other voxels' centroids point to point as well. From where the planes leave it, 5 fine
 // iterations gave the ratios of 10 (00 60.1 against 60.2, 07 88.7 against 88.4 at T = 0.1, the
-// simulated day 41.5 both) for 3-4 ms less a frame; and 3 those of 5, with one coarse iteration
-// at the reach's floor of 0.3 m where there were two (bench revisit at equal CD 0.05 / 0.10 /
-// 0.15 m: 00 95.3 / 477 / 1036 against 95.0 / 477 / 1033, 07 192 / 1229 / 2571 against 193 / 1229
-// / 2562; BENCHMARK.md) for 0.3-0.45 ms less a frame: the fourth and fifth fine updates moved
-// points 1-2 mm, where the bound is 5 cm or more.
+// simulated day 41.5 both) in half the fine stage's time; and 3 those of 5, with one coarse
+// iteration at the reach's floor of 0.3 m where there were two (bench revisit at equal CD 0.05 /
+// 0.10 / 0.15 m: 00 95.3 / 477 / 1036 against 95.0 / 477 / 1033, 07 192 / 1229 / 2571 against
+// 193 / 1229 / 2562; BENCHMARK.md): the fourth and fifth fine updates moved points 1-2 mm, where
+// the bound is 5 cm or more.
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kOwnFineSourceM = 0.35;   // on maps of this resolution or coarser
@@ -70,12 +67,11 @@ constexpr double kCoarseFloorM = 0.3;
 // On maps finer than kOwnFineSourceM, once a coarse update moves points less than this (metres at
 // 10 m), the next coarse iteration is the last, at the floor's reach: the reaches between only
 // pull in a pose that is already near. On the protocol's priors the first two updates move
-// points 21 and 4-5 cm and the coarse stage settles there (its seven iterations took 2.6-2.9 of
-// registration's 4.2-4.4 ms a frame on KITTI 00 at T = 0.12); at three times their noise the poses
-// end within 3 mm and 0.02 degrees of where they did (codec_eval, seeds 1-9), and the bench's
-// ratios at equal CD move by 0.5% at most (BENCHMARK.md). On coarser maps the fine stage's few
-// representatives end where the coarse stage leaves them: settled there, the simulated days' CD
-// rose 2% at T = 0.6.
+// points 21 and 4-5 cm and the coarse stage settles there (its seven iterations were most of
+// registration's time); at three times their noise the poses end within 3 mm and 0.02 degrees
+// of where they did (codec_eval, seeds 1-9), and the bench's ratios at equal CD move by 0.5% at
+// most (BENCHMARK.md). On coarser maps the fine stage's few representatives end where the coarse
+// stage leaves them: settled there, the simulated days' CD rose 2% at T = 0.6.
 constexpr double kCoarseSettledM = 0.05;
 constexpr int kMaxFineIterations = 3;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
@@ -106,8 +102,7 @@ class CellSample {
   // Add with p's key known (Key's, or the same by other operations).
   [[gnu::always_inline]] void Add(uint64_t packed, const Eigen::Vector3d& p) {
     // A scan's points come ring by ring in azimuth order, mostly in the cell of the point
-    // before: that one is known without a look-up (2.4 -> 1.0 ms a frame for both subsamples,
-    // KITTI 00).
+    // before: that one is known without a look-up.
     if (packed == last_) return;
     last_ = packed;
     const int32_t id = int32_t(out_.size());
@@ -140,58 +135,25 @@ std::vector<Eigen::Vector3d> Subsample(const std::vector<Eigen::Vector3f>& frame
   return out;
 }
 
-#ifdef __SSE2__
-// kernels::PackKey of the cells of two points (x, y, z, a lane each) of side 1 / inv, at out.
-inline void PackKeys2(__m128d x, __m128d y, __m128d z, double inv, uint64_t* out) {
-  const __m128d s = _mm_set1_pd(inv);
-  const __m128i bias = _mm_set1_epi32(kernels::kPackBias), zero = _mm_setzero_si128();
-  // Each key plus the bias, non-negative: zero-extended to 64 bits.
-  auto lane64 = [&](__m128d v) {
-    return _mm_unpacklo_epi32(_mm_add_epi32(BoundedFloor2(_mm_mul_pd(v, s)), bias), zero);
-  };
-  const __m128i packed = _mm_or_si128(
-      _mm_or_si128(_mm_slli_epi64(lane64(x), 42), _mm_slli_epi64(lane64(y), 21)), lane64(z));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
-}
-#endif
-
 // Subsample's two sides in one pass over the frame where each gives enough at its first side (a
-// KITTI frame does), else as Subsample gives each: in a pass each they took 2.1 ms a frame
-// (KITTI 00, T = 0.3), most of it reading and testing every point twice. b null: side a alone.
-void SubsampleBoth(const std::vector<Eigen::Vector3f>& frame, double a_m, size_t a_min, double b_m,
-                   size_t b_min, std::vector<Eigen::Vector3d>* a, std::vector<Eigen::Vector3d>* b) {
+// KITTI frame does), else as Subsample gives each: in a pass each, most of their time went to
+// reading and testing every point twice. b null: side a alone.
+void SubsampleBoth(const cpu::Kernels& k, const std::vector<Eigen::Vector3f>& frame, double a_m,
+                   size_t a_min, double b_m, size_t b_min, std::vector<Eigen::Vector3d>* a,
+                   std::vector<Eigen::Vector3d>* b) {
   CellSample as(frame.size(), a_m, a_min);
   std::optional<CellSample> bs;
   if (b) bs.emplace(frame.size(), b_m, b_min);
-  // Both sides' keys of a block of points first, two points at a time, then the points in order:
-  // 1.48 -> 1.00 ms a frame (KITTI 00, T = 0.12), the same samples. Points out of reach get keys
-  // too, never used: the vector conversion gives INT_MIN where a value is out of int's range,
-  // and the scalar tail clamps (maps::KeyFloor: the same key as BoundedFloor's within reach).
+  // Both sides' keys of a block of points first (cpu/kernels.h cell_keys: the same samples with
+  // any variant), then the points in order. Points out of reach get keys too, never used.
   constexpr size_t kBlock = 256;
   uint64_t ka[kBlock], kb[kBlock];
   const double ia = as.inverse(), ib = b ? bs->inverse() : 0;
   for (size_t base = 0; base < frame.size(); base += kBlock) {
     const size_t m = std::min(kBlock, frame.size() - base);
     const Eigen::Vector3f* f = frame.data() + base;
-    size_t k = 0;
-#ifdef __SSE2__
-    for (; k + 2 <= m; k += 2) {
-      const __m128d x = _mm_setr_pd(double(f[k].x()), double(f[k + 1].x()));
-      const __m128d y = _mm_setr_pd(double(f[k].y()), double(f[k + 1].y()));
-      const __m128d z = _mm_setr_pd(double(f[k].z()), double(f[k + 1].z()));
-      PackKeys2(x, y, z, ia, ka + k);
-      if (b) PackKeys2(x, y, z, ib, kb + k);
-    }
-#endif
-    for (; k < m; ++k) {
-      const double x = double(f[k].x()), y = double(f[k].y()), z = double(f[k].z());
-      ka[k] =
-          kernels::PackKey(maps::KeyFloor(x * ia), maps::KeyFloor(y * ia), maps::KeyFloor(z * ia));
-      if (b) {
-        kb[k] = kernels::PackKey(maps::KeyFloor(x * ib), maps::KeyFloor(y * ib),
-                                 maps::KeyFloor(z * ib));
-      }
-    }
+    k.cell_keys(f, m, ia, ka);
+    if (b) k.cell_keys(f, m, ib, kb);
     for (size_t j = 0; j < m; ++j) {
       const Eigen::Vector3d pd = f[j].cast<double>();
       if (!InReach(pd)) continue;
@@ -270,21 +232,22 @@ Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
 // The search points into map_pts and the candidates' index: built in place, never moved.
 struct RegistrationMap {
   Candidates c;
-  Backend backend = Backend::kCpu;
+  Backend backend = Backend::kCpu;  // the kind of the hot paths that built it
   // The candidates' representatives, then the centroids of their patches (from first_patch).
   std::vector<Eigen::Vector3d> map_pts;
   size_t first_patch = 0;
-  std::vector<Patch> patches;        // their normals found as matches ask
-  std::unique_ptr<SortedGrid> grid;  // kCpu: the candidates' keys, for the fine stage and more
+  std::vector<Patch> patches;  // their normals found as matches ask
+  // Where the backend sorts keys (the CPU): the candidates' keys, for the fine stage and more.
+  std::unique_ptr<SortedGrid> grid;
   std::unique_ptr<CorrespondenceSearch> search;
 
-  static StatusOr<std::unique_ptr<RegistrationMap>> Build(Candidates c, Backend backend,
+  static StatusOr<std::unique_ptr<RegistrationMap>> Build(const HotPaths& hot, Candidates c,
                                                           int grid_nb) {
     std::unique_ptr<RegistrationMap> m(new RegistrationMap());
     m->c = std::move(c);
-    m->backend = backend;
+    m->backend = hot.kind();
     if (m->c.voxels.empty()) return m;  // nothing to search: Register returns the prior
-    if (backend == Backend::kCpu) {
+    if (!hot.UsesCandidateIndex()) {
       m->grid = std::make_unique<SortedGrid>(VoxelKeys(m->c.voxels), std::max(grid_nb, 1), 0);
     }
     m->map_pts.resize(m->c.voxels.size());
@@ -296,14 +259,13 @@ struct RegistrationMap {
     // The coarse stage's correspondences: the kPatchM centroids, by kCoarseVoxelM cell; the fine
     // stage's are the candidates' own voxels.
     DV_ASSIGN_OR_RETURN(
-        m->search, CorrespondenceSearch::Create(backend, m->map_pts, m->c.voxels, m->c.index,
-                                                m->c.resolution_m, kCoarseVoxelM, kCoarsePerCell,
-                                                kCoarseLevels, m->grid.get()));
+        m->search, hot.CreateSearch(m->map_pts, m->c.voxels, m->c.index, m->c.resolution_m,
+                                    kCoarseVoxelM, kCoarsePerCell, kCoarseLevels, m->grid.get()));
     return m;
   }
 
-  // Whether it serves a frame's ball of keys within `reach` of `centre`, with a grid of
-  // max_nb >= grid_nb on the CPU.
+  // Whether it serves a frame's ball of keys within `reach` of `centre` on backend b, with a grid
+  // of max_nb >= grid_nb where it has one.
   bool Serves(const maps::VoxelKey& centre, int reach, double resolution_m, Backend b,
               int grid_nb) const {
     return b == backend && resolution_m == c.resolution_m && BallHolds(c, centre, reach) &&
@@ -314,9 +276,9 @@ struct RegistrationMap {
 namespace {
 
 // A second thread for registration's correspondence searches: each iteration it searches the
-// second half of the source while the caller searches the first. A search is 0.3-1 ms (1-2 k
-// points); a thread started per search cost as much as it saved (0.1 ms to start and join here),
-// so this one lives for the frame's registration and waits for work spinning, with a yield.
+// second half of the source while the caller searches the first. A search of 1-2 k points is
+// short: a thread started per search cost as much as it saved, so this one lives for the frame's
+// registration and waits for work spinning, with a yield.
 class SearchHelper {
  public:
   explicit SearchHelper(const CorrespondenceSearch* search)
@@ -376,55 +338,131 @@ class SearchHelper {
 // Below this many source points a search is not split.
 constexpr size_t kMinSplitSource = 1024;
 
-StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame, RegistrationMap* m,
-                                      const Pose& prior, int threads) {
-  RegistrationResult result;
-  result.T_map_sensor = prior;
-  if (m->c.voxels.empty()) return result;
-  const std::vector<Eigen::Vector3d>& map_pts = m->map_pts;
-  const size_t first_patch = m->first_patch;
-  std::vector<Patch>& patches = m->patches;
-  const CorrespondenceSearch* search = m->search.get();
-  const Candidates& c = m->c;
-  std::vector<Eigen::Vector3d> coarse_source, own_fine;
-  constexpr size_t kMinCoarseSource = 800, kMinFineSource = 1000;
-  const bool own_fine_source = c.resolution_m >= kOwnFineSourceM;
-  if (threads > 1 && own_fine_source) {
-    RunBoth(
-        true, [&] { coarse_source = Subsample(frame, kSourceVoxelM, kMinCoarseSource); },
-        [&] { own_fine = Subsample(frame, kFineSourceVoxelM, kMinFineSource); });
-  } else {
-    SubsampleBoth(frame, kSourceVoxelM, kMinCoarseSource, kFineSourceVoxelM, kMinFineSource,
-                  &coarse_source, own_fine_source ? &own_fine : nullptr);
+// Registration's sources, subsampled from the frame: the coarse stage's, and on maps of
+// kOwnFineSourceM or coarser the fine stage's own (on finer maps it takes the coarse stage's).
+struct Sources {
+  std::vector<Eigen::Vector3d> coarse, own_fine;
+  bool own_fine_source = false;
+  const std::vector<Eigen::Vector3d>& Of(bool fine) const {
+    return fine && own_fine_source ? own_fine : coarse;
   }
-  const std::vector<Eigen::Vector3d>& fine_source = own_fine_source ? own_fine : coarse_source;
-  // With threads, each source in two halves (the first and the second part, so that the sums
-  // below see the correspondences in source order), the second searched by the helper; the fine
-  // stage's are the coarse stage's where it takes that source.
-  std::vector<Eigen::Vector3d> halves[2][2];  // [own fine source][half]
-  std::unique_ptr<SearchHelper> helper;
-  if (threads > 1 && m->backend == Backend::kCpu &&
-      std::min(coarse_source.size(), fine_source.size()) >= kMinSplitSource) {
-    for (int f = 0; f < (own_fine_source ? 2 : 1); ++f) {
-      const std::vector<Eigen::Vector3d>& s = f ? own_fine : coarse_source;
+};
+
+Sources TakeSources(const cpu::Kernels& k, const std::vector<Eigen::Vector3f>& frame,
+                    double resolution_m, int threads) {
+  constexpr size_t kMinCoarseSource = 800, kMinFineSource = 1000;
+  Sources s;
+  s.own_fine_source = resolution_m >= kOwnFineSourceM;
+  if (threads > 1 && s.own_fine_source) {
+    RunBoth(
+        true, [&] { s.coarse = Subsample(frame, kSourceVoxelM, kMinCoarseSource); },
+        [&] { s.own_fine = Subsample(frame, kFineSourceVoxelM, kMinFineSource); });
+  } else {
+    SubsampleBoth(k, frame, kSourceVoxelM, kMinCoarseSource, kFineSourceVoxelM, kMinFineSource,
+                  &s.coarse, s.own_fine_source ? &s.own_fine : nullptr);
+  }
+  return s;
+}
+
+// Each iteration's correspondence search. Where it may split (the CPU, with threads), each
+// source is cut in two halves, the first and the second part, so that the sums see the
+// correspondences in source order, and a SearchHelper searches the second.
+class Correspondences {
+ public:
+  Correspondences(const CorrespondenceSearch* search, const Sources& src, bool may_split)
+      : search_(search), src_(src) {
+    if (!may_split || std::min(src.Of(false).size(), src.Of(true).size()) < kMinSplitSource) return;
+    for (int f = 0; f < (src.own_fine_source ? 2 : 1); ++f) {
+      const std::vector<Eigen::Vector3d>& s = src.Of(f != 0);
       const auto middle = s.begin() + std::ptrdiff_t(s.size() / 2);
-      halves[f][0].assign(s.begin(), middle);
-      halves[f][1].assign(middle, s.end());
+      halves_[f][0].assign(s.begin(), middle);
+      halves_[f][1].assign(middle, s.end());
     }
     try {
-      helper = std::make_unique<SearchHelper>(search);
+      helper_ = std::make_unique<SearchHelper>(search);
     } catch (const std::system_error&) {
       // No thread to be had: the caller searches alone, with the same result.
     }
   }
-  std::vector<int32_t> best;
+
+  // *best: the nearest map point of each point of the stage's source (CorrespondenceSearch::Find).
+  Status Find(bool fine, const kernels::Rigid& T, double max_d2, std::vector<int32_t>* best) {
+    if (!helper_) return search_->Find(src_.Of(fine), T, fine, max_d2, best, &cache_[fine][0]);
+    const int src = fine && src_.own_fine_source;
+    helper_->Start(&halves_[src][1], T, fine, max_d2, &cache_[fine][1]);
+    const Status own = search_->Find(halves_[src][0], T, fine, max_d2, best, &cache_[fine][0]);
+    const std::vector<int32_t>* rest = nullptr;
+    const Status theirs = helper_->Wait(&rest);
+    DV_RETURN_IF_ERROR(own);
+    DV_RETURN_IF_ERROR(theirs);
+    best->insert(best->end(), rest->begin(), rest->end());
+    return Status::Ok();
+  }
+
+ private:
+  const CorrespondenceSearch* search_;
+  const Sources& src_;
+  std::vector<Eigen::Vector3d> halves_[2][2];  // [own fine source][half]
   // The searches' look-ups, per stage and half of the source, kept from one iteration to the
-  // next: the fine searches were 4.3 of registration's 10.4 ms a frame, and registration went to
-  // 8.8 ms at T = 0.1 (8.3 -> 7.2 at 0.4), then to 0.9 ms less with the coarse ones' too (KITTI
-  // 00, one process, alternating frames).
-  NeighbourhoodCache cache[2][2];  // [fine][half]
+  // next: most points keep their voxel between iterations (NeighbourhoodCache).
+  NeighbourhoodCache cache_[2][2];        // [fine][half]
+  std::unique_ptr<SearchHelper> helper_;  // last: it stops before what it searches goes
+};
+
+// The normal equations' sums of one iteration's matches, on the CPU in source order, whichever
+// backend found the correspondences: [0] matches to planes (coarse stage) or to points (fine
+// stage); [1] coarse matches to voxels that are not a patch, used only when planes are too few
+// (sparse rings of a coarse map: without them, registration returned the prior on all 5 coded
+// frames of KITTI 00 at T = 0.5).
+NormalSums MatchSums(RegistrationMap* m, const std::vector<Eigen::Vector3d>& source,
+                     const std::vector<int32_t>& best, const kernels::Rigid& T, bool fine,
+                     double kernel) {
+  NormalSums sums[2];
+  for (size_t s = 0; s < source.size(); ++s) {
+    const int32_t best_i = best[s];
+    if (best_i < 0) continue;
+    Eigen::Vector3d p;
+    kernels::Transform(T, source[s].data(), p.data());
+    const Eigen::Vector3d r = p - m->map_pts[size_t(best_i)];
+    const Eigen::Vector3d* n =
+        fine ? nullptr : &m->patches[size_t(best_i) - m->first_patch].Normal();
+    if (n && !n->isZero()) {
+      const double rn = n->dot(r);
+      sums[0].AddPlane(p, *n, rn, kernel * kernel / ((kernel + rn * rn) * (kernel + rn * rn)));
+      continue;
+    }
+    const double r2 = r.squaredNorm();
+    sums[fine ? 0 : 1].AddPoint(p, r, kernel * kernel / ((kernel + r2) * (kernel + r2)));
+  }
+  if (sums[0].count() < kMinCorrespondences) sums[0].Add(sums[1]);
+  return sums[0];
+}
+
+// The update the sums solve for, and how far it moves points (*moved: metres at 10 m).
+Pose Step(const NormalSums& sums, double* moved) {
+  Eigen::Matrix<double, 6, 6> H;
+  Eigen::Matrix<double, 6, 1> b;
+  sums.Build(&H, &b);
+  const Eigen::Matrix<double, 6, 1> dx = -H.ldlt().solve(b);
+  Pose step = Pose::Identity();
+  const double angle = dx.tail<3>().norm();
+  if (angle > 0) step.linear() = Eigen::AngleAxisd(angle, dx.tail<3>() / angle).toRotationMatrix();
+  step.translation() = dx.head<3>();
+  *moved = dx.head<3>().norm() + 10 * angle;
+  return step;
+}
+
+StatusOr<RegistrationResult> Register(const HotPaths& hot,
+                                      const std::vector<Eigen::Vector3f>& frame, RegistrationMap* m,
+                                      const Pose& prior, int threads) {
+  RegistrationResult result;
+  result.T_map_sensor = prior;
+  if (m->c.voxels.empty()) return result;
+  const double res = m->c.resolution_m;
+  const Sources src = TakeSources(hot.cpu(), frame, res, threads);
+  Correspondences correspondences(m->search.get(), src, threads > 1 && m->backend == Backend::kCpu);
+  std::vector<int32_t> best;
   Pose T = prior;
-  const double res = c.resolution_m;
   bool settled = false;
   for (int it = 0; it < kCoarseIterations + kMaxFineIterations; ++it) {
     const bool fine = it >= kCoarseIterations;
@@ -432,61 +470,16 @@ StatusOr<RegistrationResult> Register(const std::vector<Eigen::Vector3f>& frame,
         fine      ? std::max(res, 0.1)
         : settled ? kCoarseFloorM
                   : std::max(kCoarseFloorM, kCoarseStartM * std::pow(kCoarseShrink, it));
-    const double kernel = max_dist / 3;
-    // [0]: matches to planes (coarse stage) or to points (fine stage); [1]: coarse matches to
-    // voxels that are not a patch, used only when planes are too few (sparse rings of a coarse
-    // map: without them, registration returned the prior on all 5 coded frames of KITTI 00 at
-    // T = 0.5).
-    NormalSums sums[2];
-    const std::vector<Eigen::Vector3d>& source = fine ? fine_source : coarse_source;
     const kernels::Rigid T_k = RigidOf(T.linear(), T.translation());
-    if (helper) {
-      const int src = fine && own_fine_source;
-      helper->Start(&halves[src][1], T_k, fine, max_dist * max_dist, &cache[fine][1]);
-      const Status own =
-          search->Find(halves[src][0], T_k, fine, max_dist * max_dist, &best, &cache[fine][0]);
-      const std::vector<int32_t>* rest = nullptr;
-      const Status theirs = helper->Wait(&rest);
-      DV_RETURN_IF_ERROR(own);
-      DV_RETURN_IF_ERROR(theirs);
-      best.insert(best.end(), rest->begin(), rest->end());
-    } else {
-      DV_RETURN_IF_ERROR(
-          search->Find(source, T_k, fine, max_dist * max_dist, &best, &cache[fine][0]));
-    }
-    // The sums run on the CPU in source order, whichever backend found the correspondences.
-    for (size_t s = 0; s < source.size(); ++s) {
-      const int32_t best_i = best[s];
-      if (best_i < 0) continue;
-      Eigen::Vector3d p;
-      kernels::Transform(T_k, source[s].data(), p.data());
-      const Eigen::Vector3d r = p - map_pts[size_t(best_i)];
-      const Eigen::Vector3d* n = fine ? nullptr : &patches[size_t(best_i) - first_patch].Normal();
-      if (n && !n->isZero()) {
-        const double rn = n->dot(r);
-        sums[0].AddPlane(p, *n, rn, kernel * kernel / ((kernel + rn * rn) * (kernel + rn * rn)));
-        continue;
-      }
-      const double r2 = r.squaredNorm();
-      sums[fine ? 0 : 1].AddPoint(p, r, kernel * kernel / ((kernel + r2) * (kernel + r2)));
-    }
-    if (sums[0].count() < kMinCorrespondences) sums[0].Add(sums[1]);
-    result.correspondences = sums[0].count();
-    if (sums[0].count() < kMinCorrespondences) return result;
-    Eigen::Matrix<double, 6, 6> H;
-    Eigen::Matrix<double, 6, 1> b;
-    sums[0].Build(&H, &b);
-    const Eigen::Matrix<double, 6, 1> dx = -H.ldlt().solve(b);
-    Pose step = Pose::Identity();
-    const double angle = dx.tail<3>().norm();
-    if (angle > 0)
-      step.linear() = Eigen::AngleAxisd(angle, dx.tail<3>() / angle).toRotationMatrix();
-    step.translation() = dx.head<3>();
-    T = step * T;
-    const double moved = dx.head<3>().norm() + 10 * angle;
+    DV_RETURN_IF_ERROR(correspondences.Find(fine, T_k, max_dist * max_dist, &best));
+    const NormalSums sums = MatchSums(m, src.Of(fine), best, T_k, fine, max_dist / 3);
+    result.correspondences = sums.count();
+    if (sums.count() < kMinCorrespondences) return result;
+    double moved = 0;
+    T = Step(sums, &moved) * T;
     if (fine && moved < kConvergedM) break;
     if (!fine && settled) it = kCoarseIterations - 1;  // the fine stage next
-    settled = settled || (!own_fine_source && moved < kCoarseSettledM);
+    settled = settled || (!src.own_fine_source && moved < kCoarseSettledM);
   }
   // A refinement far from the prior is a failure (wrong place in the map), not a correction.
   const Pose delta = prior.inverse() * T;
@@ -553,12 +546,11 @@ void NormalSums::Build(Eigen::Matrix<double, 6, 6>* H, Eigen::Matrix<double, 6, 
   b->tail<3>() += wpr_;
 }
 
-StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
-                                           const Candidates& c, const Pose& prior,
-                                           Backend backend) {
-  DV_ASSIGN_OR_RETURN(const std::unique_ptr<RegistrationMap> m,
-                      RegistrationMap::Build(c, backend, 1));
-  return Register(frame, m.get(), prior, 1);
+StatusOr<RegistrationResult> RegisterFrame(const HotPaths& hot,
+                                           const std::vector<Eigen::Vector3f>& frame,
+                                           const Candidates& c, const Pose& prior) {
+  DV_ASSIGN_OR_RETURN(const std::unique_ptr<RegistrationMap> m, RegistrationMap::Build(hot, c, 1));
+  return Register(hot, frame, m.get(), prior, 1);
 }
 
 RegistrationBall::RegistrationBall() = default;
@@ -569,24 +561,25 @@ KeptBall RegistrationBall::kept() const {
   return {&map_->c, map_->grid.get()};
 }
 
-StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
+StatusOr<RegistrationResult> RegisterFrame(const HotPaths& hot,
+                                           const std::vector<Eigen::Vector3f>& frame,
                                            maps::RouteMap* map, RegistrationBall* ball,
-                                           const Pose& prior, double radius_m, Backend backend,
-                                           int grid_nb, int threads) {
+                                           const Pose& prior, double radius_m, int grid_nb,
+                                           int threads) {
   const double res = map->resolution_m();
   const maps::VoxelKey centre = maps::KeyOf(prior.translation(), res);
   const int reach = BallReach(radius_m, res);
   std::unique_ptr<RegistrationMap>& m = ball->map_;
-  if (m == nullptr || !m->Serves(centre, reach, res, backend, grid_nb)) {
+  if (m == nullptr || !m->Serves(centre, reach, res, hot.kind(), grid_nb)) {
     m.reset();  // the old one's memory goes before the new one's comes
     Candidates c;
-    // Only the CUDA kernels look voxel keys up in a hash; the CPU sorts them (sorted_grid.h).
-    DV_RETURN_IF_ERROR(
-        DeriveCandidates(map, prior.linear(), prior.translation(), radius_m + kRegistrationReuseM,
-                         &c, backend == Backend::kCuda ? unsigned(kCandidateIndex) : 0u, backend));
-    DV_ASSIGN_OR_RETURN(m, RegistrationMap::Build(std::move(c), backend, grid_nb));
+    // Only a backend that hashes needs the candidates' index (RegistrationMap::Build).
+    const unsigned parts = hot.UsesCandidateIndex() ? unsigned(kCandidateIndex) : 0u;
+    DV_RETURN_IF_ERROR(DeriveCandidates(hot, map, prior.linear(), prior.translation(),
+                                        radius_m + kRegistrationReuseM, &c, parts));
+    DV_ASSIGN_OR_RETURN(m, RegistrationMap::Build(hot, std::move(c), grid_nb));
   }
-  return Register(frame, m.get(), prior, threads);
+  return Register(hot, frame, m.get(), prior, threads);
 }
 
 }  // namespace dv::codec

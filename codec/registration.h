@@ -17,7 +17,7 @@ namespace dv::codec {
 
 // One iteration's normal equations H dx = -b over (translation, rotation), from matches of the
 // moved source point p with residual r, kept as the few sums they are made of, not as 6 x 6
-// products per match (those were 1.4-1.8 of registration's 8 ms a frame, KITTI 00). A plane
+// products per match (those were a large share of registration's time). A plane
 // match (normal n, residual along it rn) adds w Jn Jn^T and w rn Jn with Jn = (n, p x n); a point
 // match, with J = [I, -[p]x], adds w J^T J = w [[I, -[p]x], [[p]x, |p|^2 I - p p^T]] and
 // w J^T r = w (r, p x r): its sums are those of w, w p, w p p^T, w r and w p x r.
@@ -45,15 +45,17 @@ struct RegistrationResult {
 };
 
 // frame: sensor-frame points; candidates: derived around the prior (their map-frame
-// representatives are used). Returns the prior unchanged when too few correspondences exist.
-// An error only when the backend fails.
-StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
+// representatives are used; with the index where hot.UsesCandidateIndex()). Returns the prior
+// unchanged when too few correspondences exist. An error only when the backend fails. The
+// correspondence searches are hot paths of `hot`.
+StatusOr<RegistrationResult> RegisterFrame(const HotPaths& hot,
+                                           const std::vector<Eigen::Vector3f>& frame,
                                            const Candidates& candidates,
-                                           const Pose& T_map_sensor_prior,
-                                           Backend backend = Backend::kCpu);
+                                           const Pose& T_map_sensor_prior);
 
 // What RegisterFrame keeps of a ball of map voxels for the frames after it: the ball's
-// candidates (voxels only) and, on the CPU, the grid of their keys. Nulls before the first call.
+// candidates (voxels only) and, where the backend sorts keys (the CPU), the grid of their keys.
+// Nulls before the first call.
 struct KeptBall {
   const Candidates* candidates = nullptr;
   const SortedGrid* grid = nullptr;
@@ -71,9 +73,10 @@ class RegistrationBall {
   KeptBall kept() const;
 
  private:
-  friend StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>&,
+  friend StatusOr<RegistrationResult> RegisterFrame(const HotPaths&,
+                                                    const std::vector<Eigen::Vector3f>&,
                                                     maps::RouteMap*, RegistrationBall*, const Pose&,
-                                                    double, Backend, int, int);
+                                                    double, int, int);
   std::unique_ptr<RegistrationMap> map_;
 };
 
@@ -87,10 +90,10 @@ class RegistrationBall {
 // fine stage searches and the encoder's classification takes its grid from (KeptBall).
 // Up to `threads` threads search correspondences; the result is the same with any number.
 constexpr double kRegistrationReuseM = 10.0;
-StatusOr<RegistrationResult> RegisterFrame(const std::vector<Eigen::Vector3f>& frame,
+StatusOr<RegistrationResult> RegisterFrame(const HotPaths& hot,
+                                           const std::vector<Eigen::Vector3f>& frame,
                                            maps::RouteMap* map, RegistrationBall* ball,
                                            const Pose& T_map_sensor_prior, double radius_m,
-                                           Backend backend = Backend::kCpu, int grid_nb = 1,
-                                           int threads = 1);
+                                           int grid_nb = 1, int threads = 1);
 
 }  // namespace dv::codec

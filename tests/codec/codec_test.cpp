@@ -14,11 +14,15 @@
 #include <random>
 #include <set>
 
+#include "cpu/kernels.h"
 #include "fill.h"
 #include "hot_paths.h"
 #include "map_coder.h"
 #include "octree_coder.h"
 #include "registration.h"
+#ifdef __SSE2__
+#include "cpu/sse2.h"  // NeighbourhoodKeysTwoAtATimeAreNeighbourhoodKeys
+#endif
 
 #include "../maps/scene.h"
 #include "dejaview/base/bytes.h"
@@ -31,6 +35,12 @@
 
 namespace dv::codec {
 namespace {
+
+// The CPU backend the tests' hot paths run on: the best variants of this CPU, as an encoder's.
+const HotPaths& Cpu() {
+  static const std::unique_ptr<HotPaths> cpu = MakeCpuHotPaths();
+  return *cpu;
+}
 
 // Exact Hausdorff in double, both ways (brute force: small clouds only).
 double BruteHausdorff(const std::vector<Eigen::Vector3f>& a,
@@ -292,14 +302,15 @@ class StreetMap : public ::testing::Test {
     c->frame = test::StreetFrame(c->truth, {test::CarAt(4, 2)});
     const Eigen::Matrix3d R = c->truth.linear();
     const Eigen::Vector3d t = c->truth.translation();
-    ASSERT_TRUE(DeriveCandidates(map_.get(), R, t, 60, &c->cand).ok());
+    ASSERT_TRUE(DeriveCandidates(Cpu(), map_.get(), R, t, 60, &c->cand).ok());
     const double res = map_->resolution_m(), select = 0.6 * c->bound;
     const int nb = int(std::ceil(c->bound / res));
     const SortedGrid grid(VoxelKeys(c->cand.voxels), nb, 0);
     std::vector<uint8_t> explained;
-    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, c->frame.xyz, RigidOf(R, t), &grid, nullptr,
-                               c->cand.sensor, res, nb, c->bound * c->bound, select * select,
-                               &explained, &c->marks)
+    ASSERT_TRUE(Cpu()
+                    .ClassifyPoints(
+                        {&c->frame.xyz, RigidOf(R, t), &c->cand.sensor, &grid, nullptr, res, nb},
+                        {c->bound * c->bound, select * select}, {&explained, &c->marks})
                     .ok());
   }
   void ExpectCorrupt(const Sections& damaged, const std::string& what) {
@@ -336,7 +347,7 @@ class StreetMap : public ::testing::Test {
 TEST_F(StreetMap, CorrespondencesFromTheCacheMatchFreshLookUps) {
   const Pose T = test::StreetPose(3);
   Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 30, &cand).ok());
+  ASSERT_TRUE(DeriveCandidates(Cpu(), map_.get(), T.linear(), T.translation(), 30, &cand).ok());
   std::vector<Eigen::Vector3d> map_pts;
   for (const maps::MapVoxel& v : cand.voxels) map_pts.push_back(maps::Representative(v, 0.1));
   const PointCloud frame = test::StreetFrame(T, {});
@@ -346,8 +357,7 @@ TEST_F(StreetMap, CorrespondencesFromTheCacheMatchFreshLookUps) {
   // Coarse points after the fine ones, as registration's: every third representative.
   const size_t first = map_pts.size();
   for (size_t i = 0; i < first; i += 3) map_pts.push_back(map_pts[i]);
-  auto search = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.1,
-                                             3.0, 64, 2);
+  auto search = Cpu().CreateSearch(map_pts, cand.voxels, cand.index, 0.1, 3.0, 64, 2);
   ASSERT_TRUE(search.ok());
   NeighbourhoodCache cache;
   // And the coarse searches on the 1.5 and the 0.75 m grid (reaches 1.2 and 0.5 m).
@@ -391,7 +401,7 @@ TEST_F(StreetMap, CorrespondencesFromTheCacheMatchFreshLookUps) {
 TEST_F(StreetMap, CoarseCorrespondencesOnFinerGridsMatchTheCoarseGrid) {
   const Pose T = test::StreetPose(3);
   Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 30, &cand).ok());
+  ASSERT_TRUE(DeriveCandidates(Cpu(), map_.get(), T.linear(), T.translation(), 30, &cand).ok());
   // Fine points: the representatives; coarse points: every third of them, then the same
   // points again, so that some distances tie exactly.
   std::vector<Eigen::Vector3d> map_pts;
@@ -404,10 +414,8 @@ TEST_F(StreetMap, CoarseCorrespondencesOnFinerGridsMatchTheCoarseGrid) {
   for (size_t i = 0; i < frame.size(); i += 97) source.push_back(frame.xyz[i].cast<double>());
   ASSERT_GT(source.size(), 100u);
   const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
-  auto one = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.1, 3.0,
-                                          1 << 20, 0);
-  auto three = CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.1,
-                                            3.0, 1 << 20, 2);
+  auto one = Cpu().CreateSearch(map_pts, cand.voxels, cand.index, 0.1, 3.0, 1 << 20, 0);
+  auto three = Cpu().CreateSearch(map_pts, cand.voxels, cand.index, 0.1, 3.0, 1 << 20, 2);
   ASSERT_TRUE(one.ok() && three.ok());
   for (double reach : {0.3, 0.7, 1.4, 2.9}) {
     SCOPED_TRACE("reach " + std::to_string(reach));
@@ -441,16 +449,17 @@ TEST_F(StreetMap, CandidatesWithinAWiderBallAreThoseReadFromTheMap) {
   const Pose wide_at = test::StreetPose(3);
   Candidates wide;
   ASSERT_TRUE(
-      DeriveCandidates(map_.get(), wide_at.linear(), wide_at.translation(), 25, &wide, 0).ok());
+      DeriveCandidates(Cpu(), map_.get(), wide_at.linear(), wide_at.translation(), 25, &wide, 0)
+          .ok());
   for (double x : {4.0, 9.0}) {
     SCOPED_TRACE("x " + std::to_string(x));
     const Pose T = test::StreetPose(x);
     Candidates read, within;
     std::vector<int32_t> kept;
-    ASSERT_TRUE(DeriveCandidates(map_.get(), T.linear(), T.translation(), 20, &read).ok());
-    ASSERT_TRUE(
-        DeriveCandidatesWithin(map_.get(), &wide, T.linear(), T.translation(), 20, &within, &kept)
-            .ok());
+    ASSERT_TRUE(DeriveCandidates(Cpu(), map_.get(), T.linear(), T.translation(), 20, &read).ok());
+    ASSERT_TRUE(DeriveCandidatesWithin(Cpu(), map_.get(), &wide, T.linear(), T.translation(), 20,
+                                       &within, &kept)
+                    .ok());
     ASSERT_GT(read.voxels.size(), 1000u);
     ASSERT_EQ(read.voxels.size(), within.voxels.size());
     for (size_t i = 0; i < read.voxels.size(); ++i) {
@@ -522,7 +531,7 @@ TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
              : std::array<int, 4>{0, 0, 0, -2};
   };
   ASSERT_EQ(kept.kept().candidates, nullptr);
-  auto reg3 = RegisterFrame(frame3.xyz, map_.get(), &kept, first, radius);
+  auto reg3 = RegisterFrame(Cpu(), frame3.xyz, map_.get(), &kept, first, radius);
   ASSERT_TRUE(reg3.ok()) << reg3.status().ToString();
   EXPECT_TRUE(reg3->converged);
   const std::array<int, 4> built = ball_kept();
@@ -531,14 +540,14 @@ TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   // 6 m on: the same ball serves, and gives what a fresh build of it gives.
   const Pose second = prior_at(9);
   const PointCloud frame9 = test::StreetFrame(test::StreetPose(9), {});
-  auto reg9 = RegisterFrame(frame9.xyz, map_.get(), &kept, second, radius);
+  auto reg9 = RegisterFrame(Cpu(), frame9.xyz, map_.get(), &kept, second, radius);
   ASSERT_TRUE(reg9.ok()) << reg9.status().ToString();
   EXPECT_EQ(ball_kept(), built);
   Candidates ball;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), first.linear(), first.translation(),
+  ASSERT_TRUE(DeriveCandidates(Cpu(), map_.get(), first.linear(), first.translation(),
                                radius + kRegistrationReuseM, &ball, 0)
                   .ok());
-  auto fresh = RegisterFrame(frame9.xyz, ball, second);
+  auto fresh = RegisterFrame(Cpu(), frame9.xyz, ball, second);
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   EXPECT_TRUE(reg9->converged);
   EXPECT_EQ(reg9->converged, fresh->converged);
@@ -548,17 +557,17 @@ TEST_F(StreetMap, RegistrationKeepsItsMapWhileTheBallFits) {
   EXPECT_LT(TranslationNorm(err), 0.03);
 
   // 12 m from where it was built: a new ball.
-  auto reg15 = RegisterFrame(test::StreetFrame(test::StreetPose(15), {}).xyz, map_.get(), &kept,
-                             prior_at(15), radius);
+  auto reg15 = RegisterFrame(Cpu(), test::StreetFrame(test::StreetPose(15), {}).xyz, map_.get(),
+                             &kept, prior_at(15), radius);
   ASSERT_TRUE(reg15.ok()) << reg15.status().ToString();
   const std::array<int, 4> rebuilt = ball_kept();
   EXPECT_NE(rebuilt, built);
   // Where it was built, a radius it can hold keeps it, one it cannot makes a new one.
-  ASSERT_TRUE(RegisterFrame(frame9.xyz, map_.get(), &kept, prior_at(15), radius + 5).ok());
+  ASSERT_TRUE(RegisterFrame(Cpu(), frame9.xyz, map_.get(), &kept, prior_at(15), radius + 5).ok());
   EXPECT_EQ(ball_kept(), rebuilt);
-  ASSERT_TRUE(
-      RegisterFrame(frame9.xyz, map_.get(), &kept, prior_at(15), radius + kRegistrationReuseM + 1)
-          .ok());
+  ASSERT_TRUE(RegisterFrame(Cpu(), frame9.xyz, map_.get(), &kept, prior_at(15),
+                            radius + kRegistrationReuseM + 1)
+                  .ok());
   EXPECT_NE(ball_kept(), rebuilt);
 }
 
@@ -680,7 +689,8 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
   std::vector<Eigen::Vector3f> pts;
   for (size_t i = 0; i < full.size(); i += 17) pts.push_back(full.xyz[i]);
   Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  ASSERT_TRUE(
+      DeriveCandidates(Cpu(), map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
   const double res = map_->resolution_m();
   ASSERT_DOUBLE_EQ(res, 0.1);
   ASSERT_GT(cand.voxels.size(), 1000u);
@@ -692,9 +702,10 @@ TEST_F(StreetMap, ClassificationMarksTheNearestAndTheCandidatesWithinTheRadii) {
       CandidateMarks marks;
       const int nb = int(std::ceil(bound / res));
       const SortedGrid grid(VoxelKeys(cand.voxels), nb, 0);
-      ASSERT_TRUE(ClassifyPoints(Backend::kCpu, pts, RigidOf(truth.linear(), truth.translation()),
-                                 &grid, nullptr, cand.sensor, res, nb, bound * bound,
-                                 select * select, &explained, &marks)
+      ASSERT_TRUE(Cpu()
+                      .ClassifyPoints({&pts, RigidOf(truth.linear(), truth.translation()),
+                                       &cand.sensor, &grid, nullptr, res, nb},
+                                      {bound * bound, select * select}, {&explained, &marks})
                       .ok());
       const size_t n = cand.voxels.size();
       const XSweep sweep(cand.sensor);
@@ -761,7 +772,8 @@ TEST_F(StreetMap, ClassificationOnThreadsMarksWhatOneThreadMarks) {
   const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
   ASSERT_GT(frame.size(), 3 * SortedGrid::kMinRun) << "too few points to split into runs";
   Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  ASSERT_TRUE(
+      DeriveCandidates(Cpu(), map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
   const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
   const SortedGrid grid(VoxelKeys(cand.voxels), 2, 0);
   const kernels::Rigid T = RigidOf(truth.linear(), truth.translation());
@@ -769,13 +781,17 @@ TEST_F(StreetMap, ClassificationOnThreadsMarksWhatOneThreadMarks) {
   CandidateMarks marks[2];
   const int threads[2] = {1, 3};
   for (int k = 0; k < 2; ++k) {
-    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 1,
-                               bound * bound, select * select, &explained[k], &marks[k], threads[k])
-                    .ok());
+    ASSERT_TRUE(
+        Cpu()
+            .ClassifyPoints({&frame.xyz, T, &cand.sensor, &grid, nullptr, res, 1, threads[k]},
+                            {bound * bound, select * select}, {&explained[k], &marks[k]})
+            .ok());
     // The gap test on every point, at twice the bound: two voxels around.
-    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 2,
-                                   4 * bound * bound, &near[k], threads[k])
-                    .ok());
+    ASSERT_TRUE(
+        Cpu()
+            .MarkNearCandidates({&frame.xyz, T, &cand.sensor, &grid, nullptr, res, 2, threads[k]},
+                                4 * bound * bound, &near[k])
+            .ok());
   }
   EXPECT_EQ(explained[0], explained[1]);
   EXPECT_EQ(marks[0].nearest, marks[1].nearest);
@@ -797,7 +813,8 @@ TEST_F(StreetMap, ClassificationNearMarksEndTheFirstGapTestAsItsSearchWould) {
   const Pose truth = test::StreetPose(2);
   const PointCloud frame = test::StreetFrame(truth, {test::CarAt(4, 2)});
   Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  ASSERT_TRUE(
+      DeriveCandidates(Cpu(), map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
   const double res = map_->resolution_m(), bound = 0.1 - 1e-4, select = 0.6 * bound;
   const double gap2 = 4 * bound * bound;
   const SortedGrid grid(VoxelKeys(cand.voxels), 2, 0);
@@ -805,9 +822,10 @@ TEST_F(StreetMap, ClassificationNearMarksEndTheFirstGapTestAsItsSearchWould) {
   for (int threads : {1, 3}) {
     std::vector<uint8_t> explained, known;
     CandidateMarks marks;
-    ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 1,
-                               bound * bound, select * select, &explained, &marks, threads, gap2,
-                               &known)
+    ASSERT_TRUE(Cpu()
+                    .ClassifyPoints({&frame.xyz, T, &cand.sensor, &grid, nullptr, res, 1, threads},
+                                    {bound * bound, select * select, gap2},
+                                    {&explained, &marks, &known})
                     .ok());
     ASSERT_EQ(known.size(), frame.size());
     std::vector<Eigen::Vector3f> unexplained;
@@ -821,12 +839,9 @@ TEST_F(StreetMap, ClassificationNearMarksEndTheFirstGapTestAsItsSearchWould) {
       unexplained_known.push_back(known[i]);
     }
     std::vector<uint8_t> searched, given;
-    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, unexplained, T, &grid, nullptr, cand.sensor, res,
-                                   2, gap2, &searched, threads)
-                    .ok());
-    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, unexplained, T, &grid, nullptr, cand.sensor, res,
-                                   2, gap2, &given, threads, &unexplained_known)
-                    .ok());
+    const CandidateSearch search{&unexplained, T, &cand.sensor, &grid, nullptr, res, 2, threads};
+    ASSERT_TRUE(Cpu().MarkNearCandidates(search, gap2, &searched).ok());
+    ASSERT_TRUE(Cpu().MarkNearCandidates(search, gap2, &given, &unexplained_known).ok());
     EXPECT_EQ(given, searched) << threads << " threads";
     size_t n_known = 0, n_searched = 0;
     for (size_t u = 0; u < unexplained.size(); ++u) {
@@ -843,8 +858,9 @@ TEST_F(StreetMap, ClassificationNearMarksEndTheFirstGapTestAsItsSearchWould) {
   }
   std::vector<uint8_t> near;
   const std::vector<uint8_t> short_known(3, 1);
-  EXPECT_EQ(MarkNearCandidates(Backend::kCpu, frame.xyz, T, &grid, nullptr, cand.sensor, res, 2,
-                               gap2, &near, 1, &short_known)
+  EXPECT_EQ(Cpu()
+                .MarkNearCandidates({&frame.xyz, T, &cand.sensor, &grid, nullptr, res, 2}, gap2,
+                                    &near, &short_known)
                 .message(),
             "near candidates: 3 known marks for " + std::to_string(frame.size()) + " points");
 }
@@ -855,7 +871,8 @@ TEST_F(StreetMap, ClassificationNearMarksEndTheFirstGapTestAsItsSearchWould) {
 TEST_F(StreetMap, SelectionKeepsEveryNearestAndNothingOutsideTheBound) {
   const Pose truth = test::StreetPose(2);
   Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
+  ASSERT_TRUE(
+      DeriveCandidates(Cpu(), map_.get(), truth.linear(), truth.translation(), 60, &cand).ok());
   const size_t n = cand.voxels.size();
   std::mt19937 rng(5);
   // Marks as a classification leaves them: a fifth nearest, a fifth close, the rest neither (within
@@ -1208,7 +1225,8 @@ TEST_F(StreetMap, ProjectionMatchesTheBranchyDefinitionBitForBit) {
   const Pose T = test::StreetPose(2);
   Candidates cand;
   ASSERT_TRUE(
-      DeriveCandidates(map_.get(), T.linear(), T.translation(), 60, &cand, kCandidateIndex).ok());
+      DeriveCandidates(Cpu(), map_.get(), T.linear(), T.translation(), 60, &cand, kCandidateIndex)
+          .ok());
   // Voxels on every side of the sensor (each quadrant of atan2), one in the sensor's own voxel
   // and two far above and below the grid.
   std::vector<maps::MapVoxel> voxels = cand.voxels;
@@ -1221,9 +1239,10 @@ TEST_F(StreetMap, ProjectionMatchesTheBranchyDefinitionBitForBit) {
   }
   const kernels::AngularGrid g{1024, 80, -0.45, 0.11};
   Projection proj;
-  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
-                                T.translation(), g, &proj)
-                  .ok());
+  ASSERT_TRUE(
+      Cpu()
+          .ProjectCandidates(voxels, map_->resolution_m(), T.linear(), T.translation(), g, &proj)
+          .ok());
   const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
   std::set<int> quadrants;
   size_t outside = 0;
@@ -1255,12 +1274,14 @@ TEST_F(StreetMap, ProjectionMatchesTheBranchyDefinitionBitForBit) {
   // enough to split three ways).
   const size_t street = voxels.size();
   while (voxels.size() < 3 * kMinProjectRun) voxels.push_back(voxels[voxels.size() % street]);
-  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
-                                T.translation(), g, &proj)
-                  .ok());
+  ASSERT_TRUE(
+      Cpu()
+          .ProjectCandidates(voxels, map_->resolution_m(), T.linear(), T.translation(), g, &proj)
+          .ok());
   Projection threaded;
-  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, voxels, map_->resolution_m(), T.linear(),
-                                T.translation(), g, &threaded, 3)
+  ASSERT_TRUE(Cpu()
+                  .ProjectCandidates(voxels, map_->resolution_m(), T.linear(), T.translation(), g,
+                                     &threaded, 3)
                   .ok());
   EXPECT_EQ(threaded.sensor, proj.sensor);
   EXPECT_EQ(threaded.range, proj.range);
@@ -1303,8 +1324,9 @@ TEST(Codec, ProjectionAvx2MatchesScalar) {
       sensor[simd].assign(3 * v.size(), 0);
       range[simd].assign(v.size(), 0);
       cell[simd].assign(v.size(), 0);
-      ProjectCpu(v.data(), v.size(), res, T, g, simd == 1, sensor[simd].data(), range[simd].data(),
-                 cell[simd].data());
+      const cpu::Kernels& variant = simd == 1 ? *cpu::Avx2() : cpu::Scalar();
+      variant.project(v.data(), v.size(), res, T, g, sensor[simd].data(), range[simd].data(),
+                      cell[simd].data());
     }
     for (size_t i = 0; i < v.size(); ++i) {
       for (int a = 0; a < 3; ++a) {
@@ -1316,6 +1338,63 @@ TEST(Codec, ProjectionAvx2MatchesScalar) {
       ASSERT_EQ(cell[0][i], cell[1][i]) << "trial " << trial << " voxel " << i;
     }
   }
+}
+
+// The CPU variants' loops that no other test compares one by one (cpu/kernels.h): the ring
+// states' horizontal ranges, the fill's bins, registration's cell keys and the classification's
+// key sort give the scalar variant's bits with every variant this CPU runs (x86-64 builds
+// compile the scalar one too, the only one on arm64).
+TEST(Codec, CpuVariantsMatchTheScalarOne) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> coord(-90, 90), step(-0.2f, 0.2f);
+  Candidates cand;
+  cand.resolution_m = 0.1;
+  std::vector<SelectedPair> pairs;
+  // Pairs of candidates a step apart, some within kFillPairFactor resolutions, some beyond.
+  for (uint32_t i = 0; i < 3001; ++i) {
+    const Eigen::Vector3f p(coord(rng), coord(rng), coord(rng) / 10);
+    cand.sensor.push_back(p);
+    cand.sensor.push_back(p + Eigen::Vector3f(step(rng), step(rng), step(rng)));
+    pairs.emplace_back(2 * i + 1, 2 * i, uint8_t(i % kCausalOffsets));
+  }
+  const std::vector<Eigen::Vector3f>& pts = cand.sensor;
+  std::vector<int32_t> keys;
+  for (size_t i = 0; i < pts.size(); i += 3) {
+    for (int a = 0; a < 3; ++a) keys.push_back(int32_t(std::floor(pts[i][a] / 0.3)));
+  }
+  const SortedGrid grid(keys, 2, 0);
+  const kernels::Rigid T = RigidOf(
+      Eigen::AngleAxisd(0.3, Eigen::Vector3d::UnitZ()).toRotationMatrix(), {1.5, -2.5, 0.25});
+  const cpu::Kernels& scalar = cpu::Scalar();
+  std::vector<float> want_h(pts.size());
+  scalar.horizontal_ranges(pts.data(), pts.size(), want_h.data());
+  std::vector<uint16_t> want_bins(pairs.size());
+  scalar.fill_bins(cand, pairs.data(), pairs.size(), 0.0225f, want_bins.data());
+  std::vector<uint64_t> want_keys(pts.size());
+  scalar.cell_keys(pts.data(), pts.size(), 1 / 1.5, want_keys.data());
+  for (const cpu::Kernels* variant : cpu::Variants()) {
+    SCOPED_TRACE(variant->name);
+    std::vector<float> h(pts.size());
+    variant->horizontal_ranges(pts.data(), pts.size(), h.data());
+    EXPECT_EQ(std::memcmp(h.data(), want_h.data(), h.size() * sizeof(float)), 0);
+    std::vector<uint16_t> bins(pairs.size());
+    variant->fill_bins(cand, pairs.data(), pairs.size(), 0.0225f, bins.data());
+    EXPECT_EQ(bins, want_bins);
+    std::vector<uint64_t> cell_keys(pts.size());
+    variant->cell_keys(pts.data(), pts.size(), 1 / 1.5, cell_keys.data());
+    EXPECT_EQ(cell_keys, want_keys);
+    for (int parts : {1, 3}) {
+      const SortedGrid::Queries want = scalar.sort_points(grid, pts, T, 0.3, 1, parts);
+      const SortedGrid::Queries got = variant->sort_points(grid, pts, T, 0.3, 1, parts);
+      EXPECT_EQ(got.packed, want.packed) << parts << " parts";
+      EXPECT_EQ(got.index, want.index) << parts << " parts";
+      EXPECT_GT(got.index.size(), pts.size() / 4);
+    }
+  }
+  // Both sides of the pairs' limit occur, so the bins' comparison can fail either way.
+  const auto apart = std::count(want_bins.begin(), want_bins.end(), uint16_t(kFillRangeBins));
+  EXPECT_GT(apart, 0);
+  EXPECT_LT(size_t(apart), pairs.size());
 }
 
 TEST_F(StreetMap, EncodingIsDeterministicAndDecodingBitExact) {
@@ -1475,7 +1554,8 @@ TEST(Codec, KittiIntraAndDeltaHoldTheBound) {
 // of candidates at voxel centres (1/8 m voxels: exact in binary), probed at centres, face and edge
 // midpoints and corners, where distances tie exactly, and at random points; with the bound
 // within one voxel (nb 1) and two (nb 2, up to 125 candidates a point); with the AVX2 path (on a
-// CPU that has it: up to 64 candidates a voxel) and without.
+// CPU that has it: up to 64 candidates a voxel) and without (AllowAvx2), and with the scalar
+// variant (cpu/scalar.cpp, the only one on arm64).
 TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
   const double res = 0.125;
   std::mt19937 rng(5);
@@ -1504,15 +1584,25 @@ TEST(Codec, ClassificationKeepsTheNearestAndSecondOfANeighbourLoop) {
   }
   for (int i = 0; i < 2000; ++i) pts.emplace_back(xy(rng), xy(rng), zr(rng));
   const kernels::Rigid T = RigidOf(Eigen::Matrix3d::Identity(), Eigen::Vector3d::Zero());
-  for (const auto& [nb, avx2] : {std::pair{1, true}, std::pair{1, false}, std::pair{2, true}}) {
+  struct Case {
+    int nb;
+    bool avx2, scalar;
+  };
+  for (const auto& [nb, avx2, scalar] :
+       {Case{1, true, false}, Case{1, false, false}, Case{2, true, false}, Case{1, true, true},
+        Case{2, true, true}}) {
+    SCOPED_TRACE(scalar ? "scalar" : avx2 ? "best" : "without AVX2");
     const double bound = nb == 1 ? 0.99 * res : 1.5 * res, select = 0.6 * bound;
     const SortedGrid grid(VoxelKeys(voxels), nb, 0);
     std::vector<uint8_t> explained;
     CandidateMarks marks;
     AllowAvx2(avx2);
-    const Status classified = ClassifyPoints(Backend::kCpu, pts, T, &grid, nullptr, sensor, res, nb,
-                                             bound * bound, select * select, &explained, &marks);
+    const std::unique_ptr<HotPaths> hot =
+        scalar ? MakeCpuHotPaths(cpu::Scalar()) : MakeCpuHotPaths();
     AllowAvx2(true);
+    const Status classified =
+        hot->ClassifyPoints({&pts, T, &sensor, &grid, nullptr, res, nb},
+                            {bound * bound, select * select}, {&explained, &marks});
     ASSERT_TRUE(classified.ok());
     std::vector<uint8_t> nearest(voxels.size(), 0), close(voxels.size(), 0);
     size_t ties = 0, seconds = 0;
@@ -1605,7 +1695,7 @@ TEST(Codec, NeighbourhoodKeysTwoAtATimeAreNeighbourhoodKeys) {
     for (int i = 0; i < 500; ++i) {
       const Eigen::Vector3f a(value(), value(), value()), b(value(), value(), value());
       int32_t k[6];
-      const unsigned got = NeighbourhoodKeys2(T, a, b, voxel_m, nb, k);
+      const unsigned got = cpu::sse2::NeighbourhoodKeys2(T, a, b, voxel_m, nb, k);
       for (int side = 0; side < 2; ++side) {
         const Eigen::Vector3f& q = side ? b : a;
         const double p[3] = {double(q.x()), double(q.y()), double(q.z())};
@@ -1721,8 +1811,9 @@ TEST(Codec, KittiRegistrationCorrectsDecimetresAndDegrees) {
             Eigen::AngleAxisd(sign * 1.5 * M_PI / 180, Eigen::Vector3d::UnitZ()) * prior.linear();
         Candidates c;
         ASSERT_TRUE(
-            DeriveCandidates(map.get(), prior.linear(), prior.translation(), 85, &c, 0).ok());
-        auto reg = RegisterFrame(frame.xyz, c, prior);
+            DeriveCandidates(Cpu(), map.get(), prior.linear(), prior.translation(), 85, &c, 0)
+                .ok());
+        auto reg = RegisterFrame(Cpu(), frame.xyz, c, prior);
         ASSERT_TRUE(reg.ok()) << reg.status().ToString();
         EXPECT_TRUE(reg->converged) << "frame " << i << " sign " << sign;
         const Pose err = truth.inverse() * reg->T_map_sensor;
@@ -1732,8 +1823,8 @@ TEST(Codec, KittiRegistrationCorrectsDecimetresAndDegrees) {
         // large enough to split), the same pose to the last bit.
         if (sign > 0) {
           RegistrationBall one, two;
-          auto on_one = RegisterFrame(frame.xyz, map.get(), &one, prior, 85, Backend::kCpu, 1, 1);
-          auto on_two = RegisterFrame(frame.xyz, map.get(), &two, prior, 85, Backend::kCpu, 1, 2);
+          auto on_one = RegisterFrame(Cpu(), frame.xyz, map.get(), &one, prior, 85, 1, 1);
+          auto on_two = RegisterFrame(Cpu(), frame.xyz, map.get(), &two, prior, 85, 1, 2);
           ASSERT_TRUE(on_one.ok() && on_two.ok());
           EXPECT_TRUE(on_one->T_map_sensor.matrix() == on_two->T_map_sensor.matrix())
               << "frame " << i;
@@ -1773,8 +1864,9 @@ TEST(Codec, SimulatedStreetRegistrationLeavesTheAlongRoadValley) {
       prior.linear() =
           Eigen::AngleAxisd(sign * 0.8 * M_PI / 180, Eigen::Vector3d::UnitZ()) * prior.linear();
       Candidates c;
-      ASSERT_TRUE(DeriveCandidates(map.get(), prior.linear(), prior.translation(), 85, &c, 0).ok());
-      auto reg = RegisterFrame(frame.xyz, c, prior);
+      ASSERT_TRUE(
+          DeriveCandidates(Cpu(), map.get(), prior.linear(), prior.translation(), 85, &c, 0).ok());
+      auto reg = RegisterFrame(Cpu(), frame.xyz, c, prior);
       ASSERT_TRUE(reg.ok()) << reg.status().ToString();
       const Pose err = truth.inverse() * reg->T_map_sensor;
       EXPECT_LT(TranslationNorm(err), 0.03) << "frame " << i << " sign " << sign;
@@ -1972,7 +2064,7 @@ TEST(Codec, CausalNeighboursMatchHashLookups) {
   ASSERT_TRUE(map);
   Candidates c;
   const Pose& T = drive->poses[5];
-  ASSERT_TRUE(DeriveCandidates(map.get(), T.linear(), T.translation(), 80, &c).ok());
+  ASSERT_TRUE(DeriveCandidates(Cpu(), map.get(), T.linear(), T.translation(), 80, &c).ok());
   std::set<maps::VoxelKey, bool (*)(const maps::VoxelKey&, const maps::VoxelKey&)> tiles(
       maps::KeyLess);
   for (const maps::MapVoxel& v : c.voxels) tiles.insert(maps::TileOf(v.key));
@@ -2003,11 +2095,13 @@ TEST(Codec, CausalNeighboursMatchHashLookups) {
   EXPECT_GT(across_z, 0u);
 }
 
-// The ring neighbours' state has an SSE2 version on x86-64 and a portable one elsewhere; a frame
-// coded on one machine must decode on the other, so they must agree on every input: ranges that
-// tie exactly or within float steps, absent neighbours, selected ones.
+// The ring neighbours' state has an SSE2 variant on x86-64 and a portable one everywhere
+// (cpu/kernels.h ring_state); a frame coded on one machine must decode on the other, so they must
+// agree on every input: ranges that tie exactly or within float steps, absent neighbours,
+// selected ones.
 TEST(Codec, RingStateSse2MatchesScalar) {
-#ifdef __SSE2__
+  const cpu::Kernels* sse2 = cpu::Sse2();
+  if (!sse2) GTEST_SKIP() << "no SSE2 on this target: only the portable version exists";
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> range(0.5f, 120.0f);
   std::uniform_int_distribution<int> pick(0, 9);
@@ -2025,16 +2119,16 @@ TEST(Codec, RingStateSse2MatchesScalar) {
   std::uniform_int_distribution<int> index(-1, kCandidates - 1);
   std::set<int> states;
   for (int trial = 0; trial < 200000; ++trial) {
-    int32_t nb[kPaddedOffsets];
+    int32_t nb[cpu::kPaddedOffsets];
     const bool none = trial % 97 == 0;
-    for (int k = 0; k < kPaddedOffsets; ++k) {
+    for (int k = 0; k < cpu::kPaddedOffsets; ++k) {
       nb[k] = k >= kCausalOffsets || none || pick(rng) < 3 ? -1 : index(rng);
     }
     const size_t i = size_t(index(rng) + 1) % kCandidates;
     const float hi = h[i];
     h[i] = std::fabs(hi);  // not coded yet
-    const int scalar = RingStateScalar(h, nb, i);
-    ASSERT_EQ(RingStateSse2(h, nb, i), scalar) << "trial " << trial;
+    const int scalar = cpu::Scalar().ring_state(h, nb, i);
+    ASSERT_EQ(sse2->ring_state(h, nb, i), scalar) << "trial " << trial;
     h[i] = hi;
     states.insert(scalar);
   }
@@ -2043,17 +2137,13 @@ TEST(Codec, RingStateSse2MatchesScalar) {
   // selected and 2..3 when the two last are (they are two neighbours): 4 x 4 + 5 x 3 - 1 with the
   // nearest unselected, 9 x 3 - 1 with it selected.
   EXPECT_EQ(states.size(), 57u);
-#else
-  GTEST_SKIP() << "no SSE2 on this target: only the portable version exists";
-#endif
 }
 
 // Away from a tile's borders the selection coder takes the ring state from CausalNeighbours'
-// planes of ranges (RingStatePlanes), elsewhere from looked-up neighbours (RingStateSse2 or the
-// portable one): both must give the portable state for the same neighbours, whatever the cells
-// around them that are no causal neighbour hold (the planes' loads read some).
+// planes of ranges (ring_state_planes), elsewhere from looked-up neighbours (ring_state): every
+// variant's planes must give the portable state for the same neighbours, whatever the cells
+// around them that are no causal neighbour hold (the SSE2 variant's loads read some).
 TEST(Codec, RingStatePlanesMatchesScalar) {
-#ifdef __SSE2__
   constexpr size_t kRow = maps::kTileVoxels, kCells = kRow * kRow + 1;
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(0, 9);
@@ -2086,8 +2176,8 @@ TEST(Codec, RingStatePlanesMatchesScalar) {
     std::vector<float> storage(kCausalOffsets + 2);
     storage[0] = HUGE_VALF;
     float* h = storage.data() + 1;
-    int32_t nb[kPaddedOffsets];
-    for (int k = 0; k < kPaddedOffsets; ++k) nb[k] = -1;
+    int32_t nb[cpu::kPaddedOffsets];
+    for (int k = 0; k < cpu::kPaddedOffsets; ++k) nb[k] = -1;
     const bool none = trial % 97 == 0;  // now and then no neighbour at all
     for (int k = 0; k < kCausalOffsets; ++k) {
       const int8_t* o = kCausalOffset[k];
@@ -2097,21 +2187,22 @@ TEST(Codec, RingStatePlanesMatchesScalar) {
       if (v != HUGE_VALF) nb[k] = k;
     }
     h[kCausalOffsets] = hi;
-    const int scalar = RingStateScalar(h, nb, kCausalOffsets);
-    unsigned selected = 0, want = 0;
+    const int scalar = cpu::Scalar().ring_state(h, nb, kCausalOffsets);
+    unsigned want = 0;
     for (int k = 0; k < kCausalOffsets; ++k) {
-      ASSERT_EQ(RingOffset(RingLane(k)), k);
-      want |= unsigned(std::signbit(h[k])) << RingLane(k);
+      ASSERT_EQ(cpu::RingOffset(cpu::RingLane(k)), k);
+      want |= unsigned(std::signbit(h[k])) << cpu::RingLane(k);
     }
-    ASSERT_EQ(RingStatePlanes(prev.data() + at, cur.data() + at, hi, &selected), scalar)
-        << "trial " << trial;
-    ASSERT_EQ(selected, want) << "trial " << trial;
+    for (const cpu::Kernels* variant : cpu::Variants()) {
+      unsigned selected = 0;
+      ASSERT_EQ(variant->ring_state_planes(prev.data() + at, cur.data() + at, hi, &selected),
+                scalar)
+          << variant->name << ", trial " << trial;
+      ASSERT_EQ(selected, want) << variant->name << ", trial " << trial;
+    }
     states.insert(scalar);
   }
   EXPECT_EQ(states.size(), 57u);  // every state that can occur (RingStateSse2MatchesScalar)
-#else
-  GTEST_SKIP() << "no SSE2 on this target: only the portable version exists";
-#endif
 }
 
 // The bitstream is pinned: the encoder writes the committed files byte for byte (with and without

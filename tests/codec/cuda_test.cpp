@@ -11,6 +11,9 @@
 #include "hot_paths.h"
 #include "map_coder.h"
 #include "testutil.h"
+#if DEJAVIEW_CUDA_BUILD
+#include "cuda/backend.h"
+#endif
 
 namespace dv::codec {
 namespace {
@@ -77,26 +80,37 @@ TEST_F(CodecCuda, AskingForCudaWithoutADeviceIsAClearError) {
     EXPECT_EQ(bytes.status().code(), cuda.code());
     EXPECT_EQ(bytes.status().message(), "encode: " + cuda.message());
   }
-  // Each hot path on its own fails as cleanly, with no device behind it.
+  // No CUDA backend object is made, so no hot path runs on it: the factory refuses as CheckBackend
+  // does.
+  const auto refused = MakeHotPaths(Backend::kCuda);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), cuda.code());
+  EXPECT_EQ(refused.status().message(), cuda.message());
+#if DEJAVIEW_CUDA_BUILD
+  // Made past that check, each hot path on its own fails as cleanly, with no device behind it.
+  const std::unique_ptr<HotPaths> unchecked = NewCudaHotPaths();
+  const std::unique_ptr<HotPaths> cpu = MakeCpuHotPaths();
   Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_, Prior(3).linear(), Prior(3).translation(), 30, &cand).ok());
+  ASSERT_TRUE(
+      DeriveCandidates(*cpu, map_, Prior(3).linear(), Prior(3).translation(), 30, &cand).ok());
   ASSERT_GT(cand.voxels.size(), 1000u);
   Projection proj;
-  EXPECT_FALSE(ProjectCandidates(Backend::kCuda, cand.voxels, 0.2, Prior(3).linear(),
-                                 Prior(3).translation(), {1024, 80, -0.45, 0.11}, &proj)
+  EXPECT_FALSE(unchecked
+                   ->ProjectCandidates(cand.voxels, 0.2, Prior(3).linear(), Prior(3).translation(),
+                                       {1024, 80, -0.45, 0.11}, &proj)
                    .ok());
   std::vector<uint8_t> explained;
   CandidateMarks marks;
-  EXPECT_FALSE(ClassifyPoints(Backend::kCuda, frame.xyz,
-                              RigidOf(Prior(3).linear(), Prior(3).translation()), nullptr,
-                              &cand.index, cand.sensor, 0.2, 1, 0.01, 0.0036, &explained, &marks)
+  EXPECT_FALSE(unchecked
+                   ->ClassifyPoints({&frame.xyz, RigidOf(Prior(3).linear(), Prior(3).translation()),
+                                     &cand.sensor, nullptr, &cand.index, 0.2, 1},
+                                    {0.01, 0.0036}, {&explained, &marks})
                    .ok());
   std::vector<Eigen::Vector3d> map_pts(cand.voxels.size());
   for (size_t i = 0; i < map_pts.size(); ++i)
     map_pts[i] = maps::Representative(cand.voxels[i], 0.2);
-  EXPECT_FALSE(
-      CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5)
-          .ok());
+  EXPECT_FALSE(unchecked->CreateSearch(map_pts, cand.voxels, cand.index, 0.2, 0.5, 5).ok());
+#endif
   // The CPU backend is unaffected.
   p.backend = Backend::kCpu;
   EXPECT_TRUE(Encoder(map_).Encode(frame, Prior(3), {}, p).ok());
@@ -136,19 +150,12 @@ TEST_F(CodecCuda, EncodeIsByteIdenticalToTheCpuBackend) {
   EXPECT_GE(delta_frames, 12u);  // the comparison covers the delta path, not only intra
 }
 
-TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  const PointCloud frame = Frame(5);
-  const Pose T = Prior(5);
-  Candidates cand;
-  ASSERT_TRUE(DeriveCandidates(map_, T.linear(), T.translation(), 90, &cand).ok());
-  ASSERT_GT(cand.voxels.size(), 10000u);
-
-  // The candidates' index built on the device answers every look-up as the CPU's: each key its
-  // own index, and a key next to each one (in or out of the set) the same in both.
+// The candidates' index built on the device answers every look-up as the CPU's: each key its own
+// index, and a key next to each one (in or out of the set) the same in both.
+void ExpectIndexMatches(const HotPaths& cpu, const HotPaths& cuda, const Candidates& cand) {
   VoxelHash cpu_index(0), cuda_index(0);
-  ASSERT_TRUE(IndexKeys(Backend::kCpu, cand.voxels, &cpu_index).ok());
-  ASSERT_TRUE(IndexKeys(Backend::kCuda, cand.voxels, &cuda_index).ok());
+  ASSERT_TRUE(cpu.IndexKeys(cand.voxels, &cpu_index).ok());
+  ASSERT_TRUE(cuda.IndexKeys(cand.voxels, &cuda_index).ok());
   ASSERT_EQ(cuda_index.slots(), cpu_index.slots());
   EXPECT_EQ(cuda_index.size(), cand.voxels.size());
   size_t absent = 0;
@@ -160,15 +167,16 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
     absent += cpu_index.Find(next) < 0;
   }
   EXPECT_GT(absent, 0u);
+}
 
+void ExpectProjectionMatches(const HotPaths& cpu, const HotPaths& cuda, const Candidates& cand,
+                             const Pose& T) {
   const kernels::AngularGrid grid{1024, 80, -0.45, 0.11};
   Projection cpu_proj, cuda_proj;
-  ASSERT_TRUE(ProjectCandidates(Backend::kCpu, cand.voxels, 0.2, T.linear(), T.translation(), grid,
-                                &cpu_proj)
-                  .ok());
-  ASSERT_TRUE(ProjectCandidates(Backend::kCuda, cand.voxels, 0.2, T.linear(), T.translation(), grid,
-                                &cuda_proj)
-                  .ok());
+  ASSERT_TRUE(
+      cpu.ProjectCandidates(cand.voxels, 0.2, T.linear(), T.translation(), grid, &cpu_proj).ok());
+  ASSERT_TRUE(
+      cuda.ProjectCandidates(cand.voxels, 0.2, T.linear(), T.translation(), grid, &cuda_proj).ok());
   const size_t n = cand.voxels.size();
   EXPECT_EQ(std::memcmp(cpu_proj.sensor.data(), cuda_proj.sensor.data(), n * 12), 0);
   EXPECT_EQ(std::memcmp(cpu_proj.range.data(), cuda_proj.range.data(), n * 8), 0);
@@ -176,54 +184,50 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
   EXPECT_EQ(
       std::memcmp(cpu_proj.nearest.data(), cuda_proj.nearest.data(), cpu_proj.nearest.size() * 8),
       0);
+}
 
-  // nb 2 lists 125 voxels per point: the kernel's chunks of 32 are crossed.
-  const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
-  for (int nb : {1, 2}) {
-    const double bound = 0.2 * nb - 1e-4;
-    const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
-    for (double select : {0.0, 0.6, 1.0}) {
-      const double s2 = select * select * bound * bound;
-      std::vector<uint8_t> cpu_e, cuda_e;
-      CandidateMarks cpu_m, cuda_m;
-      ASSERT_TRUE(ClassifyPoints(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
-                                 nb, bound * bound, s2, &cpu_e, &cpu_m)
-                      .ok());
-      ASSERT_TRUE(ClassifyPoints(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index, cand.sensor,
-                                 0.2, nb, bound * bound, s2, &cuda_e, &cuda_m)
-                      .ok());
-      EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb << " select " << select;
-      EXPECT_EQ(cpu_m.nearest, cuda_m.nearest) << "nb " << nb << " select " << select;
-      EXPECT_EQ(cpu_m.close, cuda_m.close) << "nb " << nb << " select " << select;
-      size_t explained = 0;
-      for (uint8_t e : cpu_e) explained += e;
-      EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
-    }
-    // The gap test over every point (Encode asks only about the unexplained ones).
-    std::vector<uint8_t> cpu_near, cuda_near;
-    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, frame.xyz, Tk, &sorted, nullptr, cand.sensor, 0.2,
-                                   nb, bound * bound, &cpu_near)
-                    .ok());
-    ASSERT_TRUE(MarkNearCandidates(Backend::kCuda, frame.xyz, Tk, nullptr, &cand.index, cand.sensor,
-                                   0.2, nb, bound * bound, &cuda_near)
-                    .ok());
-    EXPECT_EQ(cpu_near, cuda_near) << "nb " << nb;
-    size_t near = 0;
-    for (uint8_t e : cpu_near) near += e;
-    EXPECT_GT(near, frame.size() / 2) << "nb " << nb;
-    EXPECT_LT(near, frame.size()) << "nb " << nb;
+// The classification at three selection radii, and the gap test over every point (Encode asks
+// only about the unexplained ones), with nb voxels around each point's.
+void ExpectClassificationMatches(const HotPaths& cpu, const HotPaths& cuda, const Candidates& cand,
+                                 const PointCloud& frame, const kernels::Rigid& Tk, int nb) {
+  const double bound = 0.2 * nb - 1e-4;
+  const SortedGrid sorted(VoxelKeys(cand.voxels), nb, 0);
+  const CandidateSearch on_cpu{&frame.xyz, Tk, &cand.sensor, &sorted, nullptr, 0.2, nb};
+  const CandidateSearch on_cuda{&frame.xyz, Tk, &cand.sensor, nullptr, &cand.index, 0.2, nb};
+  for (double select : {0.0, 0.6, 1.0}) {
+    const double s2 = select * select * bound * bound;
+    std::vector<uint8_t> cpu_e, cuda_e;
+    CandidateMarks cpu_m, cuda_m;
+    ASSERT_TRUE(cpu.ClassifyPoints(on_cpu, {bound * bound, s2}, {&cpu_e, &cpu_m}).ok());
+    ASSERT_TRUE(cuda.ClassifyPoints(on_cuda, {bound * bound, s2}, {&cuda_e, &cuda_m}).ok());
+    EXPECT_EQ(cpu_e, cuda_e) << "nb " << nb << " select " << select;
+    EXPECT_EQ(cpu_m.nearest, cuda_m.nearest) << "nb " << nb << " select " << select;
+    EXPECT_EQ(cpu_m.close, cuda_m.close) << "nb " << nb << " select " << select;
+    size_t explained = 0;
+    for (uint8_t e : cpu_e) explained += e;
+    EXPECT_GT(explained, frame.size() / 2) << "nb " << nb;
   }
+  std::vector<uint8_t> cpu_near, cuda_near;
+  ASSERT_TRUE(cpu.MarkNearCandidates(on_cpu, bound * bound, &cpu_near).ok());
+  ASSERT_TRUE(cuda.MarkNearCandidates(on_cuda, bound * bound, &cuda_near).ok());
+  EXPECT_EQ(cpu_near, cuda_near) << "nb " << nb;
+  size_t near = 0;
+  for (uint8_t e : cpu_near) near += e;
+  EXPECT_GT(near, frame.size() / 2) << "nb " << nb;
+  EXPECT_LT(near, frame.size()) << "nb " << nb;
+}
 
+void ExpectCorrespondencesMatch(const HotPaths& cpu, const HotPaths& cuda, const Candidates& cand,
+                                const PointCloud& frame, const kernels::Rigid& Tk) {
+  const size_t n = cand.voxels.size();
   std::vector<Eigen::Vector3d> map_pts(n), source;
   for (size_t i = 0; i < n; ++i) map_pts[i] = maps::Representative(cand.voxels[i], 0.2);
   // The coarse grid's points follow the fine ones: here the same representatives again.
   const std::vector<Eigen::Vector3d> reps = map_pts;
   map_pts.insert(map_pts.end(), reps.begin(), reps.end());
   for (size_t i = 0; i < frame.size(); i += 7) source.push_back(frame.xyz[i].cast<double>());
-  auto cpu_search =
-      CorrespondenceSearch::Create(Backend::kCpu, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);
-  auto cuda_search =
-      CorrespondenceSearch::Create(Backend::kCuda, map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);
+  auto cpu_search = cpu.CreateSearch(map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);
+  auto cuda_search = cuda.CreateSearch(map_pts, cand.voxels, cand.index, 0.2, 0.5, 5);
   ASSERT_TRUE(cpu_search.ok() && cuda_search.ok()) << cuda_search.status().ToString();
   for (bool fine : {false, true}) {
     std::vector<int32_t> cpu_best, cuda_best;
@@ -235,6 +239,29 @@ TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
     for (int32_t b : cpu_best) found += b >= 0;
     EXPECT_GT(found, source.size() / 2) << (fine ? "fine" : "coarse");
   }
+}
+
+TEST_F(CodecCuda, EachHotPathMatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::unique_ptr<HotPaths> cpu = MakeCpuHotPaths();
+  auto made = MakeHotPaths(Backend::kCuda);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const std::unique_ptr<HotPaths> cuda = std::move(made).value();
+  EXPECT_EQ(cuda->kind(), Backend::kCuda);
+  EXPECT_TRUE(cuda->UsesCandidateIndex());
+  const PointCloud frame = Frame(5);
+  const Pose T = Prior(5);
+  Candidates cand;
+  ASSERT_TRUE(DeriveCandidates(*cpu, map_, T.linear(), T.translation(), 90, &cand).ok());
+  ASSERT_GT(cand.voxels.size(), 10000u);
+  ASSERT_NO_FATAL_FAILURE(ExpectIndexMatches(*cpu, *cuda, cand));
+  ASSERT_NO_FATAL_FAILURE(ExpectProjectionMatches(*cpu, *cuda, cand, T));
+  const kernels::Rigid Tk = RigidOf(T.linear(), T.translation());
+  // nb 2 lists 125 voxels per point: the kernel's chunks of 32 are crossed.
+  for (int nb : {1, 2}) {
+    ASSERT_NO_FATAL_FAILURE(ExpectClassificationMatches(*cpu, *cuda, cand, frame, Tk, nb));
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectCorrespondencesMatch(*cpu, *cuda, cand, frame, Tk));
 }
 
 }  // namespace

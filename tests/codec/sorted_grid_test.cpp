@@ -143,8 +143,9 @@ TEST(SortedGrid, NoItemsListsNoQueries) {
   EXPECT_TRUE(grid.Sort({1, 2, 3}, {1}, 1).index.empty());
 }
 
-// Encode's first gap test (hot_paths.h) on the CPU: a point is marked exactly when some candidate
-// lies within the bound, however the grid lists them.
+// Encode's first gap test (hot_paths.h) on the CPU, with each variant of its key sort
+// (cpu/kernels.h): a point is marked exactly when some candidate lies within the bound, however
+// the grid lists them.
 TEST(MarkNearCandidates, MarksAPointExactlyWhenACandidateIsWithinTheBound) {
   std::mt19937 rng(11);
   const double voxel = 0.2;
@@ -157,33 +158,37 @@ TEST(MarkNearCandidates, MarksAPointExactlyWhenACandidateIsWithinTheBound) {
   }
   for (int i = 0; i < 3000; ++i) pts.emplace_back(u(rng), u(rng), u(rng) / 4);
   const kernels::Rigid identity{{1, 0, 0, 0, 1, 0, 0, 0, 1}, {0, 0, 0}};
-  for (int nb : {1, 2}) {
-    const double bound = nb * voxel - 1e-4;
-    const SortedGrid grid(keys, nb, 0);
-    std::vector<uint8_t> near;
-    ASSERT_TRUE(MarkNearCandidates(Backend::kCpu, pts, identity, &grid, nullptr, cand, voxel, nb,
-                                   bound * bound, &near)
-                    .ok());
-    ASSERT_EQ(near.size(), pts.size());
-    size_t marked = 0;
-    for (size_t i = 0; i < pts.size(); ++i) {
-      bool want = false;
-      for (const Eigen::Vector3f& c : cand) {
-        want |= (c.cast<double>() - pts[i].cast<double>()).squaredNorm() <= bound * bound;
+  for (const cpu::Kernels* variant : cpu::Variants()) {
+    SCOPED_TRACE(variant->name);
+    const std::unique_ptr<HotPaths> hot = MakeCpuHotPaths(*variant);
+    for (int nb : {1, 2}) {
+      const double bound = nb * voxel - 1e-4;
+      const SortedGrid grid(keys, nb, 0);
+      std::vector<uint8_t> near;
+      ASSERT_TRUE(hot->MarkNearCandidates({&pts, identity, &cand, &grid, nullptr, voxel, nb},
+                                          bound * bound, &near)
+                      .ok());
+      ASSERT_EQ(near.size(), pts.size());
+      size_t marked = 0;
+      for (size_t i = 0; i < pts.size(); ++i) {
+        bool want = false;
+        for (const Eigen::Vector3f& c : cand) {
+          want |= (c.cast<double>() - pts[i].cast<double>()).squaredNorm() <= bound * bound;
+        }
+        ASSERT_EQ(near[i], uint8_t(want)) << "nb " << nb << " point " << i;
+        marked += want;
       }
-      ASSERT_EQ(near[i], uint8_t(want)) << "nb " << nb << " point " << i;
-      marked += want;
+      // Both outcomes occur, so the comparison can fail either way.
+      EXPECT_GT(marked, pts.size() / 20) << "nb " << nb;
+      EXPECT_LT(marked, pts.size() - pts.size() / 20) << "nb " << nb;
     }
-    // Both outcomes occur, so the comparison can fail either way.
-    EXPECT_GT(marked, pts.size() / 20) << "nb " << nb;
-    EXPECT_LT(marked, pts.size() - pts.size() / 20) << "nb " << nb;
   }
   std::vector<uint8_t> near;
   const SortedGrid small(keys, 1, 0);
-  EXPECT_EQ(
-      MarkNearCandidates(Backend::kCpu, pts, identity, &small, nullptr, cand, voxel, 2, 0.1, &near)
-          .message(),
-      "near candidates: the CPU needs a sorted grid of max_nb >= 2");
+  EXPECT_EQ(MakeCpuHotPaths()
+                ->MarkNearCandidates({&pts, identity, &cand, &small, nullptr, voxel, 2}, 0.1, &near)
+                .message(),
+            "near candidates: the CPU needs a sorted grid of max_nb >= 2");
 }
 
 // Cut into runs on threads of their own, a pass visits every query once, with the items one pass
