@@ -1,11 +1,11 @@
-// The fill section (delta format 8): points the decoder adds between neighbouring selected map
-// voxels, up to the original frame's point count. A selected voxel decodes to one point, so a
-// frame whose surfaces the map explains decodes to fewer points than it had (at T = 0.1 on
-// KITTI 00, about 70k of 124k): the decoded surface is sampled more sparsely than the original.
-// The decoder fills the difference with the midpoints of pairs of selected neighbours, nearest
-// the sensor first, then (where that is not enough) their quarter points; the encoder sends one
-// bit per point the decoder visits, set where no original point lies within the tolerance of it,
-// so the bound holds for every decoded point. Spec: docs/delta-format.md, "Fill section".
+// The fill section: points the decoder adds between neighbouring selected map voxels, up to the
+// original frame's point count. A selected voxel decodes to one point, so a frame whose surfaces
+// the map explains decodes to fewer points than it had: the decoded surface is sampled more
+// sparsely than the original. The decoder fills the difference with the midpoints of pairs of
+// selected neighbours, nearest the sensor first, then (where that is not enough) their quarter
+// points; the encoder sends one bit per point the decoder visits, set where no original point lies
+// within the tolerance of it, so the bound holds for every decoded point. Spec:
+// docs/delta-format.md, "Fill section".
 #pragma once
 
 #include <Eigen/Core>
@@ -28,8 +28,8 @@ struct Kernels;  // cpu/kernels.h
 constexpr int kFillRangeBins = 1 << 14;
 
 // Pairs of selected voxels whose representatives are farther apart than this many map
-// resolutions give no midpoint: on KITTI 00 pairs up to 1.5 gave the lowest CD (1.0: fewer
-// midpoints where the budget is large; 2.0: more of them vetoed).
+// resolutions give no midpoint: nearer pairs leave too few midpoints where the budget is large,
+// farther ones more midpoints off every surface, each a vetoed bit.
 constexpr double kFillPairFactor = 1.5;
 
 // A fill point of a pair, sensor frame: its midpoint (kind 0), or the quarter point nearer the
@@ -46,8 +46,8 @@ inline Eigen::Vector3f FillPoint(const Candidates& cand, const SelectedPair& pai
 
 // The model of a fill point's veto bit: whether it is a quarter point, whether its pair lies
 // farther apart than one resolution, and whether both voxels had returns in 3 or more of the
-// map's source frames (persistence, the low 2 bits of cand.context). On KITTI 00 at T = 0.1 a
-// midpoint's veto rate ran from 0.1% (near, persistent) to 1.3% (far apart, seen once).
+// map's source frames (persistence, the low 2 bits of cand.context): near, persistent pairs are
+// vetoed far less often than far, fleeting ones.
 constexpr int kFillModels = 8;
 inline int FillContext(const Candidates& cand, const SelectedPair& pair, uint32_t kind) {
   const Eigen::Vector3f& a = cand.sensor[pair.later];

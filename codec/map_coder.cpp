@@ -21,18 +21,15 @@ constexpr int kCols = kAngularCols, kRows = 80;
 constexpr double kElevMin = -0.45, kElevMax = 0.11;  // radians, an HDL-64E's field plus margin
 constexpr int kVisStates = 4, kRangeStates = 4, kPersistStates = 4;
 constexpr int kStaticStates = kVisStates * kRangeStates * kPersistStates;
-// The most neighbour states of any model: 27 face states (versions 3, 4), 3 x 3 x 4 x 3 ring
-// states (5).
+// The neighbour context's states: 3 x 3 x 4 x 3.
 constexpr int kNeighbourStates = 108;
 
-// Version 5's neighbour context. A scan ring crosses the map at a nearly constant range from the
+// The neighbour context. A scan ring crosses the map at a nearly constant range from the
 // sensor, so the coded neighbour nearest the candidate in horizontal range (of the
 // representatives in the sensor frame, float) is the one most likely on the same ring: the state
 // (not coded, unselected, selected) of that one among the 13, of the nearest among the four at the
 // same height, how many of the 13 are selected (0..3+), and the state of the neighbour below (on
-// the dense maps of the simulated days, walls and poles: without it their map sections grew 4%).
-// On KITTI 00 at T = 0.1 the map section is 5.0% smaller than with the face states alone
-// (BENCHMARK.md). The state itself is the CPU variants' (cpu/kernels.h ring_state).
+// dense maps, walls and poles). The state itself is the CPU variants' (cpu/kernels.h ring_state).
 class RingStates {
  public:
   // h[0] is the range of "no neighbour" (index -1): infinitely far, never selected (the
@@ -57,22 +54,6 @@ class RingStates {
   const cpu::Kernels& k_;
   float* h_;  // h_[i + 1]: candidate i's horizontal range; sign bit: selected
 };
-
-// Versions 1 to 4's neighbour context, from the face neighbours: kFaceStates, the state of each
-// ((x * 3 + y) * 3 + z, 27 values); kSelectedFaces, 0 when none is coded, else 1 + min(selected,
-// 3).
-int FaceState(NeighbourContext kind, const int32_t nb[kCausalOffsets],
-              const std::vector<uint8_t>& selected) {
-  int coded = 0, sel = 0, state = 0;
-  for (int k : {kFaceX, kFaceY, kFaceZ}) {
-    const int s = nb[k] < 0 ? 0 : 1 + selected[size_t(nb[k])];
-    state = state * 3 + s;
-    coded += s > 0;
-    sel += s == 2;
-  }
-  if (kind == NeighbourContext::kFaceStates) return state;
-  return coded == 0 ? 0 : 1 + std::min(sel, 3);
-}
 
 class SelectionContexts {
  public:
@@ -361,15 +342,11 @@ namespace {
 // A close free bit (a candidate within select_factor x T of a point that is no point's nearest)
 // is left out when its model gives 0 a probability above 0.6, in units of 2^-16: a predicted bit
 // costs less than half a bit, an unpredicted one more than one. The other free bits (within T of
-// a point, not close) stay 0. Until version 8's fill section the encoder also selected those when
-// their models gave 1 a probability above 3/4, which bought distance where a surface was sampled
-// sparsely; the fill points do that better now. On KITTI 00 at equal CD 0.05 / 0.10 / 0.15 m the
-// bench gives 95.6 / 483 / 1056 without that rule against 87.6 / 421 / 908 with it, on 07 194 /
-// 1261 / 2670 against 182 / 1250 / 2626 (BENCHMARK.md).
+// a point, not close) stay 0: where a surface is sampled sparsely, the fill points buy the distance
+// for fewer bits than selecting them would.
 constexpr uint32_t kDropOdds = 3 * 65536 / 5;  // P(0) above which a close, free bit is 0
-// P(0) above which a nearest goes when its points keep their seconds. On KITTI at equal CD 0.05 /
-// 0.10 / 0.15 m (BENCHMARK.md): 00 73.2 / 248 / 510 against 73.5 / 245 / 503 without, 07 131 /
-// 531 / 1358 against 130 / 520 / 1338; 0.8 gave 72.4 / 248 / 512 and 0.9 73.6 / 247 / 508 on 00.
+// P(0) above which a nearest goes when its points keep their seconds: only a strongly predicted
+// 0 is worth the seconds it forces into the selection.
 constexpr uint32_t kCoverOdds = 17 * 65536 / 20;
 
 // The coder's room for pairs: kPairsPerCandidate a candidate of a part, and in the first part
@@ -425,7 +402,7 @@ class PairList {
   size_t listed_ = 0;
 };
 
-// Version 5's bits of candidates [begin, end): code(model, i) codes candidate i's bit (or decodes
+// The bits of candidates [begin, end): code(model, i) codes candidate i's bit (or decodes
 // it) and returns it. Away from the tile's borders the neighbours' ranges come from the planes,
 // and their indices only for a selected candidate's pairs; elsewhere both by look-up. h: the
 // coder's ranges (RingStates), which it fills for the part first.
@@ -456,20 +433,6 @@ void CodeRingPart(const cpu::Kernels& k, const Candidates& c, size_t begin, size
   }
 }
 
-// Versions 1 to 4's bits of candidates [begin, end), as CodeRingPart's.
-template <typename Code>
-void CodeFacePart(const Candidates& c, NeighbourContext kind, const std::vector<uint8_t>& selected,
-                  size_t begin, size_t end, SelectionContexts* ctx, PairList* pairs, Code&& code) {
-  CausalNeighbours around(c, begin);
-  int32_t nb[kCausalOffsets];
-  std::fill(nb, nb + kCausalOffsets, -1);
-  for (size_t i = begin; i < end; ++i) {
-    around.Next(i, nb);
-    const int bit = code(ctx->Get(c.context[i], FaceState(kind, nb, selected)), i);
-    if (bit && pairs) pairs->All(i, nb);
-  }
-}
-
 }  // namespace
 
 SelectionCoder::SelectionCoder(const Candidates& c, const SelectionModel& model, int parts,
@@ -484,10 +447,8 @@ SelectionCoder::SelectionCoder(const Candidates& c, const SelectionModel& model,
   selected_.assign(n, 0);
   // Left for each part to fill its own range: on one thread these were 6 bytes a candidate
   // cleared before any part could start.
-  if (model.neighbours == NeighbourContext::kRingNeighbours) {
-    h_.reset(new float[n + 1]);
-    h_[0] = HUGE_VALF;
-  }
+  h_.reset(new float[n + 1]);
+  h_[0] = HUGE_VALF;
   if (list_pairs) {
     shifted_.reset(new uint8_t[n + 1]);
     shifted_[0] = 0;
@@ -515,11 +476,7 @@ void SelectionCoder::CodePart(int part, Code&& code) {
     pairs.emplace(&pairs_[size_t(part)], shifted_.get(), begin, end, room);
   }
   PairList* list = pairs ? &*pairs : nullptr;
-  if (model_.neighbours == NeighbourContext::kRingNeighbours) {
-    CodeRingPart(cpu_, c_, begin, end, h_.get(), ctx.get(), list, code);
-  } else {
-    CodeFacePart(c_, model_.neighbours, selected_, begin, end, ctx.get(), list, code);
-  }
+  CodeRingPart(cpu_, c_, begin, end, h_.get(), ctx.get(), list, code);
   if (list) list->Finish();
   if (model_.end && part == parts_ - 1) ctx->Store(model_.end);
 }

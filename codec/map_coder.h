@@ -228,18 +228,12 @@ class CausalNeighbours {
   Hint hint_[kCausalOffsets];
 };
 
-// How the selection bits are modelled (docs/delta-format.md), by format version:
-// kSelectedFaces (1, 2): the number of selected face neighbours; kFaceStates (3, 4): the state of
-// each face neighbour (not coded, unselected, selected); kRingNeighbours (5): the states of the
-// causal neighbours nearest the candidate in horizontal range from the sensor, and how many
-// causal neighbours are selected, and the state of the one below.
-enum class NeighbourContext : uint8_t { kSelectedFaces, kFaceStates, kRingNeighbours };
-// start (version 7, where the map carries priors): kSelectionModels model states the selection
-// starts from, else every model starts at one half; end (training only): receives the states
-// after the last bit. start and end may be the same array.
+// Where the selection bits' models start and end (docs/delta-format.md, "Map section"): start,
+// where the map carries priors, kSelectionModels model states the selection starts from, else
+// every model starts at one half; end (training only): receives the states after the last bit.
+// start and end may be the same array.
 constexpr size_t kSelectionModels = 64 * 108;
 struct SelectionModel {
-  NeighbourContext neighbours = NeighbourContext::kRingNeighbours;
   const BitModel* start = nullptr;
   BitModel* end = nullptr;
 };

@@ -19,33 +19,21 @@ namespace {
 
 // The coarse stage pulls the prior in from metres: correspondences up to kCoarseStartM away,
 // shrinking by kCoarseShrink an iteration to 0.3 m, found among the map's surface patches by cell
-// of kCoarseVoxelM. Its reach decides which localisation errors are corrected: with a 1 m reach
-// and 0.5 m cells, 17 of 30 KITTI frames kept more than 0.1 m of error at twice the protocol's
-// prior noise (0.3 m per horizontal axis, 1 degree of yaw); with 6 m and 3 m cells none did. A
-// sparser source (one point per kSourceVoxelM and kFineSourceVoxelM cell) converges closer and
-// costs less: 4-8% more ratio on sequence 00 at T = 0.1 (codec_eval, seeds 1-3, BENCHMARK.md).
-// On maps finer than kOwnFineSourceM the fine stage takes the coarse stage's source too: the
-// ratios within 0.3% at T = 0.05-0.3 on KITTI 00 and 07, for one subsample a frame and fine
-// iterations over 1.4 k points, not 2.2 k (KITTI 00); on coarser maps its representatives are
-// sparse, and with the sparser source the CD rose up to 3% (07 at T = 0.6; BENCHMARK.md).
+// of kCoarseVoxelM. Its reach decides which localisation errors are corrected: a reach of a metre
+// leaves a localiser's decimetres of error in place, 6 m with 3 m cells corrects them. A sparse
+// source (one point per kSourceVoxelM and kFineSourceVoxelM cell) converges closer and costs
+// less. On maps finer than kOwnFineSourceM the fine stage takes the coarse stage's source too (one
+// subsample a frame, fewer fine points, the same ratios); on coarser maps the representatives are
+// sparse, and the fine stage needs a source of its own.
 //
 // The coarse stage matches points to planes: a patch is the centroid and normal of the map
-// points in a kPatchM voxel that spread over two axes and are flat along the third. It matched
-// points to points before, the first 16 map points of each coarse cell in map order: on the
-// simulated days' dense maps those were a strip along the cell's low-x side, and their pull along
-// every surface left 13 of 20 frames of a day more than 0.1 m (up to 0.36 m and 0.8 degrees) from
-// the truth, stuck in the along-road valley of a straight street. Against planes it converges in
-// two or three iterations there (all 20 frames within 1.5 cm), so the reach shrinks by 0.6 an
-// iteration, not 0.75, in 8 iterations, not 13; and at three times the protocol's noise every KITTI
-// frame now ends within 0.1 m (2 of 30 did not before; BENCHMARK.md). Where planes are too few
-// (fewer than kMinCorrespondences matches: sparse rings of a 0.4-0.5 m map), an iteration matches
-// the other voxels' centroids point to point as well. From where the planes leave it, 5 fine
-// iterations gave the ratios of 10 (00 60.1 against 60.2, 07 88.7 against 88.4 at T = 0.1, the
-// simulated day 41.5 both) in half the fine stage's time; and 3 those of 5, with one coarse
-// iteration at the reach's floor of 0.3 m where there were two (bench revisit at equal CD 0.05 /
-// 0.10 / 0.15 m: 00 95.3 / 477 / 1036 against 95.0 / 477 / 1033, 07 192 / 1229 / 2571 against
-// 193 / 1229 / 2562; BENCHMARK.md): the fourth and fifth fine updates moved points 1-2 mm, where
-// the bound is 5 cm or more.
+// points in a kPatchM voxel that spread over two axes and are flat along the third. Matched to
+// points instead, the pull along every surface of a straight street leaves the pose stuck in its
+// along-road valley; against planes it converges in two or three iterations, so the reach shrinks
+// by kCoarseShrink an iteration. Where planes are too few (fewer than kMinCorrespondences
+// matches: sparse rings of a coarse map), an iteration matches the other voxels' centroids point
+// to point as well. From where the planes leave it, kMaxFineIterations fine updates reach what
+// more would: the later ones move points by millimetres, where the bound is centimetres.
 constexpr double kSourceVoxelM = 2.0;      // frame subsample of the coarse stage
 constexpr double kFineSourceVoxelM = 1.5;  // and of the fine stage (one point per cell)
 constexpr double kOwnFineSourceM = 0.35;   // on maps of this resolution or coarser
@@ -66,12 +54,8 @@ constexpr double kCoarseShrink = 0.6;
 constexpr double kCoarseFloorM = 0.3;
 // On maps finer than kOwnFineSourceM, once a coarse update moves points less than this (metres at
 // 10 m), the next coarse iteration is the last, at the floor's reach: the reaches between only
-// pull in a pose that is already near. On the protocol's priors the first two updates move
-// points 21 and 4-5 cm and the coarse stage settles there (its seven iterations were most of
-// registration's time); at three times their noise the poses end within 3 mm and 0.02 degrees
-// of where they did (codec_eval, seeds 1-9), and the bench's ratios at equal CD move by 0.5% at
-// most (BENCHMARK.md). On coarser maps the fine stage's few representatives end where the coarse
-// stage leaves them: settled there, the simulated days' CD rose 2% at T = 0.6.
+// pull in a pose that is already near, at most of registration's cost. On coarser maps the fine
+// stage's few representatives end where the coarse stage leaves them, so it runs every reach.
 constexpr double kCoarseSettledM = 0.05;
 constexpr int kMaxFineIterations = 3;
 // The fine stage stops once an update moves points less than this (metres at 10 m).
@@ -412,8 +396,7 @@ class Correspondences {
 // The normal equations' sums of one iteration's matches, on the CPU in source order, whichever
 // backend found the correspondences: [0] matches to planes (coarse stage) or to points (fine
 // stage); [1] coarse matches to voxels that are not a patch, used only when planes are too few
-// (sparse rings of a coarse map: without them, registration returned the prior on all 5 coded
-// frames of KITTI 00 at T = 0.5).
+// (sparse rings of a coarse map, where planes alone leave registration with the prior).
 NormalSums MatchSums(RegistrationMap* m, const std::vector<Eigen::Vector3d>& source,
                      const std::vector<int32_t>& best, const kernels::Rigid& T, bool fine,
                      double kernel) {
