@@ -3,9 +3,9 @@
 //   Register          the prior refined against the map, then quantised as the header carries it
 //   DeriveCandidates  the map voxels the decoder derives from (map, pose, radius), in map order
 //   Classify          which points a candidate explains, and which candidates may be selected
-//   CodeSelection     the map section: which candidates stand for the explained points
+//   CodeSelectionPart the map section: which candidates stand for the explained points
 //   CodeCells         the points the map does not explain: the residual, gap and surface sections
-//   Finish            the fill section, the container, and the intra fallback
+//   Finish            the fill section and the container (EncodeFrame then tries intra)
 // The selection's parts and the cells are coded beside each other when threads allow; the bytes
 // are the same either way. The decoder (decoder.cpp) mirrors these stages.
 #include <Eigen/Geometry>
