@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "candidates.h"
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
-#include "map_coder.h"
 
 namespace dv::codec {
 namespace {

@@ -1,6 +1,7 @@
 // The container of docs/delta-format.md: the constants the writer and the reader share (as
 // LevelDB's log_format.h), the header with its quantised pose, and the section table with its
-// checksum. The sections' bodies are the coders' (map_coder.h, octree_coder.h, fill.h).
+// checksum. The sections' bodies are the coders' (map_section.h, octree_coder.h, surface.h,
+// fill.h).
 #pragma once
 
 #include <Eigen/Core>

@@ -24,7 +24,7 @@
 #include "dejaview/codec/codec.h"
 #include "fill.h"
 #include "hot_paths.h"
-#include "map_coder.h"
+#include "map_section.h"
 #include "octree_coder.h"
 #include "priors.h"
 #include "registration.h"

@@ -14,7 +14,7 @@
 
 #include "dejaview/base/point_cloud.h"
 #include "dejaview/base/status.h"
-#include "map_coder.h"
+#include "map_section.h"
 
 namespace dv::codec {
 

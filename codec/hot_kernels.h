@@ -161,7 +161,7 @@ DV_HOST_DEVICE inline void SelectNear(const float* sensor, const int32_t* near, 
   }
 }
 
-// ---- Candidate projection (map_coder.cpp DeriveCandidates).
+// ---- Candidate projection (candidates.cpp DeriveCandidates).
 
 // The bytes of maps::MapVoxel (hot_paths.cpp checks the layout).
 struct VoxelRecord {

@@ -18,7 +18,7 @@
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/voxel.h"
 #include "hot_kernels.h"
-#include "map_coder.h"
+#include "map_section.h"
 #include "sorted_grid.h"
 #include "voxel_hash.h"
 

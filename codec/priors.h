@@ -8,7 +8,7 @@
 #include "dejaview/base/status.h"
 #include "dejaview/codec/range_coder.h"
 #include "dejaview/maps/route_map.h"
-#include "map_coder.h"
+#include "map_section.h"
 #include "octree_coder.h"
 
 namespace dv::codec {

@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "candidates.h"
 #include "dejaview/base/pose.h"
-#include "map_coder.h"
 #include "sorted_grid.h"
 
 namespace dv::codec {

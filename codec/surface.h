@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "map_coder.h"
+#include "candidates.h"
 
 namespace dv::codec {
 

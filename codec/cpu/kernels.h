@@ -17,7 +17,7 @@
 
 #include "dejaview/maps/voxel.h"
 #include "hot_kernels.h"
-#include "map_coder.h"
+#include "map_section.h"
 #include "sorted_grid.h"
 
 namespace dv::codec {
@@ -35,7 +35,7 @@ void AllowAvx2(bool allow);
 
 namespace cpu {
 
-// Version 5's ring state (map_coder.cpp, RingStates) reads 13 causal neighbours padded to 16: the
+// The ring state (map_section.cpp, RingStates) reads 13 causal neighbours padded to 16: the
 // padding offsets are -1, "no neighbour".
 constexpr int kPaddedOffsets = 16;
 // ring_state_planes' `selected` bits: causal offset k in lane RingLane(k) (three lanes of four a

@@ -1,4 +1,4 @@
-// The candidates both sides derive (map_coder.h): the ball, the projection, the causal neighbours.
+// The candidates both sides derive (candidates.h): the ball, the projection, the causal neighbours.
 #include "codec_test_util.h"
 
 namespace dv::codec {

@@ -21,7 +21,7 @@
 #include "cpu/kernels.h"
 #include "fill.h"
 #include "hot_paths.h"
-#include "map_coder.h"
+#include "map_section.h"
 #include "octree_coder.h"
 #include "registration.h"
 #ifdef __SSE2__

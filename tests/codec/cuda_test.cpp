@@ -9,7 +9,7 @@
 #include "dejaview/base/drive.h"
 #include "dejaview/codec/codec.h"
 #include "hot_paths.h"
-#include "map_coder.h"
+#include "map_section.h"
 #include "testutil.h"
 #if DEJAVIEW_CUDA_BUILD
 #include "cuda/backend.h"

@@ -23,7 +23,7 @@
 #include "dejaview/base/memory.h"
 #include "dejaview/codec/codec.h"
 #include "hot_paths.h"
-#include "map_coder.h"
+#include "map_section.h"
 
 using namespace dv;
 using namespace dv::codec;

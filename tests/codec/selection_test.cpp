@@ -1,4 +1,4 @@
-// The map section (map_coder.h SelectionCoder): what it selects, its parts, the pairs it lists.
+// The map section (map_section.h SelectionCoder): what it selects, its parts, the pairs it lists.
 #include "codec_test_util.h"
 
 namespace dv::codec {

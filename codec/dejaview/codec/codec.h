@@ -44,7 +44,7 @@ struct EncoderParams {
   // the tolerance of a point; lower selects fewer, and the decoded points lie nearer the
   // originals (lower Chamfer distance at the same tolerance). In [0, 1].
   // The other voxels within the tolerance of a point follow their bits' models where these are
-  // sure (map_coder.h EncodeSelection).
+  // sure (map_section.h EncodeSelection).
   double select_factor = 0.6;
   bool intensity = true;  // false: geometry only, decoded intensity is 0
   // Delta frames explaining less than this fraction of points are also coded intra, and the
