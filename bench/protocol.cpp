@@ -116,18 +116,61 @@ StatusOr<Workload> PseudoRevisit(const std::string& drive_dir, int stride, size_
 
 namespace {
 
-StatusOr<std::vector<std::string>> Days(const std::string& days_dir) {
-  std::vector<std::string> days;
+// The drives in dir in name order: its day_* folders (days), or every folder holding velodyne/.
+StatusOr<std::vector<std::string>> Drives(const std::string& dir, bool days_only) {
+  std::vector<std::string> drives;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(days_dir, ec)) {
-    if (e.is_directory() && e.path().filename().string().rfind("day_", 0) == 0) {
-      days.push_back(e.path().string());
-    }
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (!e.is_directory()) continue;
+    const bool taken = days_only ? e.path().filename().string().rfind("day_", 0) == 0
+                                 : std::filesystem::is_directory(e.path() / "velodyne");
+    if (taken) drives.push_back(e.path().string());
   }
-  if (ec) return Status::IoError(days_dir + ": " + ec.message());
-  std::sort(days.begin(), days.end());
-  if (days.size() < 2) return Status::InvalidArgument(days_dir + ": needs at least two day_NN/");
-  return days;
+  if (ec) return Status::IoError(dir + ": " + ec.message());
+  std::sort(drives.begin(), drives.end());
+  if (drives.size() < 2) {
+    return Status::InvalidArgument(dir + (days_only
+                                              ? ": needs at least two day_NN/"
+                                              : ": needs at least two drives (DIR/velodyne)"));
+  }
+  return drives;
+}
+
+StatusOr<std::vector<std::string>> Days(const std::string& days_dir) {
+  return Drives(days_dir, true);
+}
+
+// The map from drives 1..k (map_drives == 0: all but the last), drive `coded` (0: k + 1) coded.
+StatusOr<Workload> EarlierDrivesMap(const std::vector<std::string>& drives, int map_drives,
+                                    int coded_drive, size_t max_frames, const PoseNoise& noise,
+                                    const std::string& flag) {
+  const int n = int(drives.size());
+  const int k = map_drives == 0 ? n - 1 : map_drives;
+  if (k < 1 || k >= n) {
+    return Status::InvalidArgument(flag + " must be in 1.." + std::to_string(n - 1));
+  }
+  const int coded = coded_drive == 0 ? k + 1 : coded_drive;
+  if (coded <= k || coded > n) {
+    return Status::InvalidArgument("coded drive must be in " + std::to_string(k + 1) + ".." +
+                                   std::to_string(n));
+  }
+  Workload w;
+  for (int d = 0; d < k; ++d) {
+    DV_ASSIGN_OR_RETURN(Drive drive, OpenDrive(drives[size_t(d)]));
+    DV_RETURN_IF_ERROR(NeedPoses(drive));
+    w.map_drives.push_back(std::move(drive));
+  }
+  const std::string& coded_dir = drives[size_t(coded - 1)];
+  DV_ASSIGN_OR_RETURN(Drive drive, OpenDrive(coded_dir));
+  DV_RETURN_IF_ERROR(NeedPoses(drive));
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < drive.size() && (max_frames == 0 || idx.size() < max_frames); ++i) {
+    idx.push_back(i);
+  }
+  w.name = BaseName(coded_dir) + " (map: " + BaseName(drives.front()) +
+           (k > 1 ? ".." + BaseName(drives[size_t(k - 1)]) : std::string()) + ")";
+  DV_RETURN_IF_ERROR(LoadCoded(drive, idx, BaseName(coded_dir) + "/", noise, &w.frames));
+  return w;
 }
 
 }  // namespace
@@ -140,33 +183,13 @@ StatusOr<int> CountDays(const std::string& days_dir) {
 StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, int coded_day,
                             size_t max_frames, const PoseNoise& noise) {
   DV_ASSIGN_OR_RETURN(auto days, Days(days_dir));
-  const int n = int(days.size());
-  const int k = map_days == 0 ? n - 1 : map_days;
-  if (k < 1 || k >= n) {
-    return Status::InvalidArgument("--map-days must be in 1.." + std::to_string(n - 1));
-  }
-  const int coded = coded_day == 0 ? k + 1 : coded_day;
-  if (coded <= k || coded > n) {
-    return Status::InvalidArgument("coded day must be in " + std::to_string(k + 1) + ".." +
-                                   std::to_string(n));
-  }
-  Workload w;
-  for (int d = 0; d < k; ++d) {
-    DV_ASSIGN_OR_RETURN(Drive drive, OpenDrive(days[size_t(d)]));
-    DV_RETURN_IF_ERROR(NeedPoses(drive));
-    w.map_drives.push_back(std::move(drive));
-  }
-  const std::string& coded_dir = days[size_t(coded - 1)];
-  DV_ASSIGN_OR_RETURN(Drive drive, OpenDrive(coded_dir));
-  DV_RETURN_IF_ERROR(NeedPoses(drive));
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < drive.size() && (max_frames == 0 || idx.size() < max_frames); ++i) {
-    idx.push_back(i);
-  }
-  w.name = BaseName(coded_dir) + " (map: " + BaseName(days.front()) +
-           (k > 1 ? ".." + BaseName(days[size_t(k - 1)]) : std::string()) + ")";
-  DV_RETURN_IF_ERROR(LoadCoded(drive, idx, BaseName(coded_dir) + "/", noise, &w.frames));
-  return w;
+  return EarlierDrivesMap(days, map_days, coded_day, max_frames, noise, "--map-days");
+}
+
+StatusOr<Workload> Passes(const std::string& dir, int map_passes, size_t max_frames,
+                          const PoseNoise& noise) {
+  DV_ASSIGN_OR_RETURN(auto passes, Drives(dir, false));
+  return EarlierDrivesMap(passes, map_passes, 0, max_frames, noise, "--map-passes");
 }
 
 }  // namespace dv::bench

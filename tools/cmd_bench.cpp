@@ -26,6 +26,13 @@ constexpr const char* kHelp =
     "                                                   map from the first K day_NN folders, the "
     "next coded\n"
     "                                                   (--age: every later day too)\n"
+    "       dejaview bench passes PASSES_DIR [--map-passes K] [options]\n"
+    "                                                   recorded passes of one place (its folders\n"
+    "                                                   holding velodyne/, in name order): map "
+    "from\n"
+    "                                                   the first K (default all but the last), "
+    "the\n"
+    "                                                   next coded\n"
     "options:\n"
     "  --codecs A,B,...    codecs to run (default: every built-in codec, listed below)\n"
     "  --knobs K1,K2,...   sweep for a single codec (default: the codec's own sweep)\n"
@@ -111,7 +118,12 @@ StatusOr<Plan> MakePlan(const std::string& mode, const Args& a) {
   } else if (a.Has("codecs")) {
     names = SplitList(a.Get("codecs"));
   }
-  if (mode == "multiday") {
+  if (mode == "passes") {
+    if (pos.size() != 1) return Status::InvalidArgument("passes takes one PASSES_DIR");
+    DV_ASSIGN_OR_RETURN(long map_passes, a.GetInt("map-passes", 0));
+    DV_ASSIGN_OR_RETURN(auto w, bench::Passes(pos[0], int(map_passes), size_t(frames), noise));
+    plan.workloads.push_back(std::move(w));
+  } else if (mode == "multiday") {
     if (pos.size() != 1) return Status::InvalidArgument("multiday takes one DAYS_DIR");
     DV_ASSIGN_OR_RETURN(const int days, bench::CountDays(pos[0]));
     const int k = map_days == 0 ? days - 1 : int(map_days);
@@ -163,7 +175,7 @@ size_t PictureCodec(const Plan& plan) {
 
 int RunBench(int argc, char** argv) {
   const std::string mode = argc > 0 ? argv[0] : "";
-  if (mode != "revisit" && mode != "quick" && mode != "multiday") {
+  if (mode != "revisit" && mode != "quick" && mode != "multiday" && mode != "passes") {
     PrintHelp();
     return mode == "--help" ? kOk : kUsage;
   }

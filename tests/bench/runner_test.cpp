@@ -269,5 +269,35 @@ TEST(Protocol, MultiDayMapsEarlierDaysAndCodesTheNext) {
             Status::Code::kInvalidArgument);
 }
 
+// Recorded passes of the same place: every folder holding velodyne/, in name order, whatever its
+// name; the map from all but the last (or the first --map-passes), the next coded with its own
+// prior where it has one.
+TEST(Protocol, PassesMapEarlierPassesAndCodeTheNext) {
+  const std::string dir = test::ScratchDir();
+  WriteDay(dir + "/2026-12-03_loop", true);
+  WriteDay(dir + "/2026-12-01_loop", false);
+  WriteDay(dir + "/2026-12-02_loop", false);
+  ASSERT_TRUE(MakeDirs(dir + "/notes").ok());  // no velodyne/: not a pass
+  auto w = Passes(dir, 0, 0, PoseNoise{});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->name, "2026-12-03_loop (map: 2026-12-01_loop..2026-12-02_loop)");
+  EXPECT_EQ(w->map_drives.size(), 2u);
+  ASSERT_EQ(w->frames.size(), 2u);
+  EXPECT_EQ(w->frames[0].name, "2026-12-03_loop/000000");
+  auto last = OpenDrive(dir + "/2026-12-03_loop");
+  ASSERT_TRUE(last.ok());
+  EXPECT_TRUE(w->frames[1].T_world_sensor_prior.isApprox(last->poses_prior[1], 0));
+  auto one = Passes(dir, 1, 1, PoseNoise{});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->name, "2026-12-02_loop (map: 2026-12-01_loop)");
+  EXPECT_EQ(one->map_drives.size(), 1u);
+  EXPECT_EQ(one->frames.size(), 1u);
+  EXPECT_EQ(Passes(dir, 3, 0, PoseNoise{}).status().code(), Status::Code::kInvalidArgument);
+  // A single drive holds no passes.
+  const Status none = Passes(dir + "/2026-12-01_loop", 0, 0, PoseNoise{}).status();
+  EXPECT_EQ(none.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(none.message().find("needs at least two drives"), std::string::npos) << none.message();
+}
+
 }  // namespace
 }  // namespace dv::bench

@@ -5,7 +5,11 @@
 //                   plus seeded Gaussian noise;
 //   multi-day       a folder of drives day_NN/: the map from days 1..k, day k+1 coded; prior =
 //                   the day's poses_prior.txt when it has one (the simulator's localiser), else
-//                   poses.txt plus noise.
+//                   poses.txt plus noise;
+//   passes          a folder of two or more recorded passes of the same place (every folder in it
+//                   that holds velodyne/, in name order: a repeated drive, or the two sides of a
+//                   loop closure cut into drives of their own): the map from passes 1..k, pass
+//                   k + 1 coded; prior as multi-day's.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +67,10 @@ StatusOr<Workload> PseudoRevisit(const std::string& drive_dir, int stride, size_
 // coded_day measures an older map (how the ratio changes as the map ages).
 StatusOr<Workload> MultiDay(const std::string& days_dir, int map_days, int coded_day,
                             size_t max_frames, const PoseNoise& noise);
+// The passes are the drives in dir (folders holding velodyne/) in name order, numbered from 1.
+// map_passes == 0: every pass but the last builds the map, the last is coded.
+StatusOr<Workload> Passes(const std::string& dir, int map_passes, size_t max_frames,
+                          const PoseNoise& noise);
 // How many day_* folders days_dir holds.
 StatusOr<int> CountDays(const std::string& days_dir);
 
