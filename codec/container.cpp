@@ -221,6 +221,10 @@ StatusOr<DecodedFrame> DecodeHeader(const uint8_t* data, size_t size) {
   Header h;
   std::vector<ParsedSection> sections;
   DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
+  return HeaderFields(h, sections);
+}
+
+DecodedFrame HeaderFields(const Header& h, const std::vector<ParsedSection>& sections) {
   DecodedFrame out;
   out.T_map_sensor = h.pose.pose();
   out.info = h.info;

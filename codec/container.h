@@ -85,5 +85,7 @@ std::vector<uint8_t> WriteContainer(
 Status ParseContainer(const uint8_t* data, size_t size, Header* h,
                       std::vector<ParsedSection>* sections);
 const ParsedSection* FindSection(const std::vector<ParsedSection>& sections, uint8_t id);
+// A parsed frame's header as DecodeHeader reports it (no points yet).
+DecodedFrame HeaderFields(const Header& h, const std::vector<ParsedSection>& sections);
 
 }  // namespace dv::codec

@@ -251,7 +251,7 @@ StatusOr<DecodedFrame> Decoder::Decode(const uint8_t* data, size_t size, int thr
   Header h;
   std::vector<ParsedSection> sections;
   DV_RETURN_IF_ERROR(ParseContainer(data, size, &h, &sections));
-  DV_ASSIGN_OR_RETURN(DecodedFrame out, DecodeHeader(data, size));
+  DecodedFrame out = HeaderFields(h, sections);
   if (out.intra) {
     CellCloud cells;
     DV_RETURN_IF_ERROR(ReadCellSection(sections, kIntraGeometry, kIntraIntensity, out.intensity,
