@@ -98,7 +98,7 @@ void Agent::EncodeLoop() {
     auto m = maps::OpenMap(dir, size_t(config_.map_memory_bytes / config_.encoder_threads));
     if (m.ok()) {
       map = std::move(m).value();
-      delta = codec::Encoder(map.get());
+      delta = codec::Encoder(map.get(), still_);
     } else {
       spdlog::error("agent: {}; frames are intra-coded", m.status().ToString());
     }

@@ -28,6 +28,7 @@
 #include "octree_coder.h"
 #include "priors.h"
 #include "registration.h"
+#include "still.h"
 #include "surface.h"
 
 namespace dv::codec {
@@ -53,6 +54,9 @@ Status CheckParams(const EncoderParams& p) {
   }
   if (!(p.gap_factor >= 0 && p.gap_factor <= 4)) {
     return Status::InvalidArgument("encode: gap_factor must be in [0, 4]");
+  }
+  if (!(p.still_m >= 0 && p.still_m <= 1)) {
+    return Status::InvalidArgument("encode: still_m must be in [0, 1] m");
   }
   if (!(p.select_factor >= 0 && p.select_factor <= 1)) {
     return Status::InvalidArgument("encode: select_factor must be in [0, 1]");
@@ -203,13 +207,14 @@ class DeltaEncoder {
  public:
   DeltaEncoder(const HotPaths& hot, const FinitePoints& points, const Header& base,
                const EncoderParams& params, maps::RouteMap* map, RegistrationBall* ball,
-               const ModelStates& start, ModelStates* train, EncodeReport* rep)
+               StillMemory* still, const ModelStates& start, ModelStates* train, EncodeReport* rep)
       : hot_(hot),
         pts_(points.xyz()),
         inten_(points.intensity()),
         params_(params),
         map_(map),
         ball_(ball),
+        still_(still),
         start_(start),
         train_(train),
         rep_(rep),
@@ -365,6 +370,8 @@ class DeltaEncoder {
   }
 
   int parts() const { return parts_; }
+  // This frame's far unexplained points, for the sensor's frame after (null when not tested).
+  std::unique_ptr<StillFrame> TakeStillFrame() { return std::move(still_frame_); }
 
  private:
   // The unexplained points into the residual and the gap class. A point is in the gap class
@@ -400,11 +407,32 @@ class DeltaEncoder {
         near_map[u] |= uint8_t(decided[u] && !(known_near_ && unexplained_known[u]));
       }
     }
+    MarkStill(unexplained, &near_map);
     for (size_t i = 0; i < unexplained.size(); ++i) {
       (near_map[i] ? gap : residual)->push_back(unexplained[i]);
       (near_map[i] ? gap_i : residual_i)->push_back(unexplained_i[i]);
     }
     return Status::Ok();
+  }
+
+  // The unexplained points far from the map (near_map 0) that stood still since the sensor's
+  // frame before join the gap class (still.h); this frame's are kept for the frame after.
+  void MarkStill(const std::vector<Eigen::Vector3f>& unexplained, std::vector<uint8_t>* near_map) {
+    if (!still_ || params_.still_m <= 0) return;
+    const std::shared_ptr<const StillFrame> before =
+        still_->Before(h_.info.sensor_id, h_.map_id, h_.info.timestamp_ns, params_.still_m);
+    std::vector<Eigen::Vector3d> far;
+    for (size_t u = 0; u < unexplained.size(); ++u) {
+      if ((*near_map)[u]) continue;
+      const Eigen::Vector3d p = R_ * unexplained[u].cast<double>() + t_;
+      far.push_back(p);
+      if (before && before->Near(p)) {
+        (*near_map)[u] = 1;
+        ++rep_->still_points;
+      }
+    }
+    still_frame_ = std::make_unique<StillFrame>(h_.map_id, h_.info.timestamp_ns, params_.still_m,
+                                                std::move(far));
   }
 
   // The gap class coded two ways, the smaller kept: all in the 3D octree, or the points on the
@@ -487,6 +515,7 @@ class DeltaEncoder {
   const EncoderParams& params_;
   maps::RouteMap* map_;
   RegistrationBall* ball_;
+  StillMemory* still_;        // null: no still test (priors training)
   const ModelStates& start_;  // the models' start: the map's priors, or in training the states
   ModelStates* train_;
   EncodeReport* rep_;
@@ -518,6 +547,7 @@ class DeltaEncoder {
   // CodeCells
   SectionList cell_sections_;  // residual, then the gap class's
   size_t cell_count_ = 0;
+  std::unique_ptr<StillFrame> still_frame_;
 };
 
 // The whole frame: intra without a map (or points), else the delta frame's stages, and intra
@@ -526,8 +556,9 @@ class DeltaEncoder {
 StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& prior,
                                            const FrameInfo& info, const EncoderParams& params,
                                            maps::RouteMap* map, Backends* backends,
-                                           RegistrationBall* ball, const ModelStates& start,
-                                           ModelStates* train, EncodeReport* report) {
+                                           RegistrationBall* ball, StillMemory* still,
+                                           const ModelStates& start, ModelStates* train,
+                                           EncodeReport* report) {
   if (!frame.consistent()) return Status::InvalidArgument("encode: inconsistent point cloud");
   DV_RETURN_IF_ERROR(CheckParams(params));
   if (frame.size() > kMaxPointsPerFrame) return Status::InvalidArgument("encode: frame too large");
@@ -550,7 +581,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   if (map == nullptr || points.xyz().empty()) {
     return EncodeIntra(points, prior, base, params.intensity, rep);
   }
-  DeltaEncoder delta(**hot, points, base, params, map, ball, start, train, rep);
+  DeltaEncoder delta(**hot, points, base, params, map, ball, still, start, train, rep);
   lap("points");
   DV_RETURN_IF_ERROR(delta.Register(prior));
   lap("registration");
@@ -571,6 +602,9 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const PointCloud& frame, const Pose& 
   DV_RETURN_IF_ERROR(cells_coded);
   if (params.threads > 1) lap("gap tests, selection and octree coding");
   std::vector<uint8_t> bytes = delta.Finish(lap);
+  if (std::unique_ptr<StillFrame> kept = delta.TakeStillFrame()) {
+    still->Keep(info.sensor_id, std::move(kept));
+  }
   if (double(rep->explained_points) < params.min_explained_fraction * double(rep->points_in)) {
     EncodeReport intra_rep;
     intra_rep.points_in = rep->points_in;
@@ -592,12 +626,17 @@ struct Encoder::State {
   maps::RouteMap* map = nullptr;
   Backends backends;
   RegistrationBall ball;
+  std::shared_ptr<StillMemory> still;
   ModelStates priors;
   Status priors_read;
 };
 
-Encoder::Encoder(maps::RouteMap* map) : state_(std::make_unique<State>()) {
+std::shared_ptr<StillMemory> NewStillMemory() { return std::make_shared<StillMemory>(); }
+
+Encoder::Encoder(maps::RouteMap* map, std::shared_ptr<StillMemory> still)
+    : state_(std::make_unique<State>()) {
   state_->map = map;
+  state_->still = still ? std::move(still) : NewStillMemory();
   if (map) state_->priors_read = ReadPriors(*map, &state_->priors).WithContext("encode");
 }
 
@@ -611,7 +650,7 @@ StatusOr<std::vector<uint8_t>> Encoder::Encode(const PointCloud& frame,
                                                EncodeReport* report) {
   DV_RETURN_IF_ERROR(state_->priors_read);
   return EncodeFrame(frame, T_map_sensor_prior, info, params, state_->map, &state_->backends,
-                     &state_->ball, state_->priors, nullptr, report);
+                     &state_->ball, state_->still.get(), state_->priors, nullptr, report);
 }
 
 StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int every,
@@ -639,7 +678,7 @@ StatusOr<std::vector<uint8_t>> TrainPriors(const std::vector<Drive>& drives, int
     // Each frame's models start where the last one's ended.
     const ModelStates start = models;
     DV_RETURN_IF_ERROR(EncodeFrame(cloud, drives[d].poses[i], {i, 0, 0}, params, map, &backends,
-                                   &ball, start, &models, nullptr)
+                                   &ball, nullptr, start, &models, nullptr)
                            .status()
                            .WithContext("train priors: " + drives[d].frame_paths[i]));
   }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "codec_io.h"
@@ -101,6 +102,9 @@ int RunEncode(int argc, char** argv) {
 
   size_t points = 0, bytes = 0, intra = 0;
   double ms = 0;
+  // Sums over the frames of what each frame's report says, for --json: where the bytes and the
+  // time go.
+  std::map<std::string, double> counts, section_bytes, stage_ms;
   codec::Encoder encoder(map->get());
   for (size_t k = 0; k < jobs.size(); ++k) {
     const Job& j = jobs[k];
@@ -116,6 +120,15 @@ int RunEncode(int argc, char** argv) {
     points += rep.points_in;
     bytes += delta->size();
     intra += rep.intra_fallback;
+    counts["candidates"] += double(rep.candidates);
+    counts["selected_voxels"] += double(rep.selected_voxels);
+    counts["explained_points"] += double(rep.explained_points);
+    counts["residual_points"] += double(rep.residual_points);
+    counts["gap_points"] += double(rep.gap_points);
+    counts["still_points"] += double(rep.still_points);
+    counts["fill_points"] += double(rep.fill_points);
+    for (const auto& [name, b] : rep.section_bytes) section_bytes[name] += double(b);
+    for (const auto& [name, t] : rep.stage_ms) stage_ms[name] += t;
     std::fprintf(stderr, "\rencode: %zu/%zu frames", k + 1, jobs.size());
   }
   std::fprintf(stderr, "\n");
@@ -128,6 +141,15 @@ int RunEncode(int argc, char** argv) {
                         {"tolerance_m", params.tolerance_m},
                         {"ratio_xyz", ratio},
                         {"encode_ms_mean", ms / double(jobs.size())}};
+    const double n = double(jobs.size());
+    auto means = [n](const std::map<std::string, double>& sums) {
+      nlohmann::json m = nlohmann::json::object();
+      for (const auto& [name, sum] : sums) m[name] = sum / n;
+      return m;
+    };
+    j["per_frame_mean"] = means(counts);
+    j["section_bytes_mean"] = means(section_bytes);
+    j["stage_ms_mean"] = means(stage_ms);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(

@@ -1,5 +1,6 @@
 // Whole frames through the encoder and the decoder: the bound, the report, bad parameters, KITTI.
 #include "codec_test_util.h"
+#include "still.h"
 
 namespace dv::codec {
 namespace {
@@ -62,6 +63,12 @@ TEST(Codec, RejectsBadParameters) {
     EXPECT_NE(bad.status().message().find("gap_factor"), std::string::npos) << g;
   }
   p.gap_factor = 2;
+  for (double m : {-0.1, 1.5, double(NAN)}) {
+    p.still_m = m;
+    auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
+    EXPECT_NE(bad.status().message().find("still_m"), std::string::npos) << m;
+  }
+  p.still_m = 0.1;
   for (double f : {-0.1, 1.5, double(NAN)}) {
     p.select_factor = f;
     auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
@@ -188,6 +195,106 @@ TEST_F(StreetMap, GroundBetweenTheMapsRingsIsGapAndTheCarStaysResidual) {
   ASSERT_TRUE(RoundTrip(frame, truth, p, map_.get(), &off).ok());
   EXPECT_EQ(off.gap_points, 0u);
   EXPECT_EQ(off.residual_points, rep.residual_points + rep.gap_points);
+}
+
+// A car standing still since the sensor's frame before (parked since the map's day): its points,
+// far from the map, are within still_m of that frame's, so they are coded at the tolerance with
+// the gap class instead of the residual's precision. The test only moves points from the
+// residual to the gap class; the bound holds. A car that moved, a frame too long after, another
+// sensor's frame or a fresh encoder compares nothing.
+TEST_F(StreetMap, ACarStandingStillSinceTheFrameBeforeIsCodedAtTheTolerance) {
+  const double tol = 0.1;
+  EncoderParams p;
+  p.tolerance_m = tol;
+  p.intensity = false;
+  const test::Box car = test::CarAt(5, 3);
+  const PointCloud before = test::StreetFrame(test::StreetPose(3), {car});
+  const PointCloud now = test::StreetFrame(test::StreetPose(3.8), {car});
+  constexpr int64_t kSecond = 1'000'000'000;
+  // The frame `now` coded alone: what the residual holds without the test.
+  EncodeReport alone;
+  auto alone_bytes =
+      Encode(now, test::StreetPose(3.8), {2, kSecond + kSecond / 10, 0}, p, map_.get(), &alone);
+  ASSERT_TRUE(alone_bytes.ok()) << alone_bytes.status().ToString();
+  ASSERT_GT(alone.residual_points, 100u);
+  EXPECT_EQ(alone.still_points, 0u);
+
+  auto code_pair = [&](const PointCloud& first, const FrameInfo& first_info,
+                       const FrameInfo& second_info, EncodeReport* second,
+                       std::vector<uint8_t>* second_bytes) {
+    Encoder encoder(map_.get());
+    EncodeReport rep;
+    auto a = encoder.Encode(first, test::StreetPose(3), first_info, p, &rep);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(rep.still_points, 0u);
+    auto b = encoder.Encode(now, test::StreetPose(3.8), second_info, p, second);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    *second_bytes = *b;
+  };
+  const FrameInfo first{1, kSecond, 0}, next{2, kSecond + kSecond / 10, 0};
+  EncodeReport still;
+  std::vector<uint8_t> still_bytes;
+  code_pair(before, first, next, &still, &still_bytes);
+  EXPECT_GT(still.still_points, alone.residual_points * 8 / 10);
+  EXPECT_EQ(still.residual_points + still.still_points, alone.residual_points);
+  EXPECT_EQ(still.gap_points, alone.gap_points + still.still_points);
+  EXPECT_EQ(still.explained_points, alone.explained_points);
+  EXPECT_LT(still_bytes.size(), alone_bytes->size());
+  auto decoded = Decode(still_bytes.data(), still_bytes.size(), map_.get());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_LE(bench::CompareFrames(now.xyz, decoded->cloud.xyz).hausdorff_m(), tol);
+
+  EncodeReport other;
+  std::vector<uint8_t> other_bytes;
+  // The car 1 m away in x and y and 0.5 m higher in the frame before: every face the sensor sees
+  // moved at least 0.5 m along its normal.
+  const PointCloud moved =
+      test::StreetFrame(test::StreetPose(3), {test::Box{{4, 2, -1.2}, {8, 3.8, 0.3}}});
+  code_pair(moved, first, next, &other, &other_bytes);
+  EXPECT_EQ(other.still_points, 0u);
+  EXPECT_EQ(other_bytes, *alone_bytes);
+  // Too long before (0.3 s), another sensor, another tolerance's match radius: nothing compared.
+  code_pair(before, {1, kSecond - kSecond / 5, 0}, next, &other, &other_bytes);
+  EXPECT_EQ(other_bytes, *alone_bytes);
+  code_pair(before, {1, kSecond, 1}, next, &other, &other_bytes);
+  EXPECT_EQ(other_bytes, *alone_bytes);
+  // Off: the residual as without a frame before.
+  p.still_m = 0;
+  code_pair(before, first, next, &other, &other_bytes);
+  EXPECT_EQ(other_bytes, *alone_bytes);
+}
+
+// Each sensor's latest frame is kept, whichever order the encoder threads finish them in, and one
+// from a clock that went back (a restarted replay) replaces it; a frame is compared only with a
+// frame before it, within the window, against the same map and match radius; Near is exact.
+TEST(Codec, StillMemoryKeepsEachSensorsLatestFrame) {
+  constexpr int64_t kMs = 1'000'000;
+  auto frame = [](int64_t t_ms, uint64_t map = 7) {
+    return std::make_shared<StillFrame>(map, t_ms * kMs, 0.1,
+                                        std::vector<Eigen::Vector3d>{{1, 2, 3}, {-40, 5, 0.5}});
+  };
+  StillMemory memory;
+  EXPECT_EQ(memory.Before(0, 7, 100 * kMs, 0.1), nullptr);
+  memory.Keep(0, frame(1000));
+  memory.Keep(0, frame(900));  // finished after the later one: not kept
+  ASSERT_NE(memory.Before(0, 7, 1100 * kMs, 0.1), nullptr);
+  EXPECT_EQ(memory.Before(0, 7, 1100 * kMs, 0.1)->timestamp_ns(), 1000 * kMs);
+  EXPECT_NE(memory.Before(0, 7, 1250 * kMs, 0.1), nullptr);
+  EXPECT_EQ(memory.Before(0, 7, 1251 * kMs, 0.1), nullptr);  // beyond kStillWindowNs
+  EXPECT_EQ(memory.Before(0, 7, 1000 * kMs, 0.1), nullptr);  // not before it
+  EXPECT_EQ(memory.Before(0, 8, 1100 * kMs, 0.1), nullptr);  // another map
+  EXPECT_EQ(memory.Before(0, 7, 1100 * kMs, 0.2), nullptr);  // another match radius
+  EXPECT_EQ(memory.Before(1, 7, 1100 * kMs, 0.1), nullptr);  // another sensor
+  memory.Keep(0, frame(10));  // the clock went back by more than the window
+  EXPECT_NE(memory.Before(0, 7, 100 * kMs, 0.1), nullptr);
+
+  const std::shared_ptr<const StillFrame> f = frame(0);
+  EXPECT_TRUE(f->Near({1, 2, 3}));
+  EXPECT_TRUE(f->Near({1.0999, 2, 3}));
+  EXPECT_FALSE(f->Near({1.1001, 2, 3}));
+  EXPECT_TRUE(f->Near({-40, 5.05, 0.55}));
+  EXPECT_FALSE(f->Near({-40, 5.08, 0.58}));
+  EXPECT_FALSE(f->Near({1e300, 0, 0}));
 }
 
 // Spurious returns far away (a retro-reflector's ghost, a corrupt packet's finite garbage) cost

@@ -16,6 +16,7 @@
 #include "dejaview/agent/uploader.h"
 #include "dejaview/base/point_cloud.h"
 #include "dejaview/base/pose.h"
+#include "dejaview/codec/codec.h"
 #include "dejaview/transport/spool.h"
 #include "dejaview/transport/wire.h"
 
@@ -89,6 +90,9 @@ class Agent {
   std::mutex map_mu_;
   std::string map_dir_;
   std::atomic<uint64_t> map_generation_{0};
+  // The encoder threads' shared memory of each sensor's latest frame: whichever thread codes a
+  // frame, it is compared with the frame before (EncoderParams::still_m).
+  const std::shared_ptr<codec::StillMemory> still_ = codec::NewStillMemory();
 };
 
 }  // namespace dv::agent

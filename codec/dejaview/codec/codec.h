@@ -39,6 +39,13 @@ struct EncoderParams {
   // scene changes) keep residual_precision_m. 0 turns the split off (the gap sections are
   // empty). In [0, 4].
   double gap_factor = 2.0;
+  // Of the points left (far from the map), those within still_m of such a point of the same
+  // sensor's frame before (at most 0.25 s earlier, the same map; both in the map frame) have
+  // moved less than still_m since: scene changes standing still, which are coded at the
+  // tolerance in the gap sections too. residual_precision_m is then the bound of the points that
+  // moved (codec/still.h). Frames coded alone, or each by a fresh Encoder, are never compared.
+  // 0 turns it off. In [0, 1].
+  double still_m = 0.1;
   // Which map voxels stand for the explained points: each point's nearest within the tolerance,
   // and every one within select_factor * tolerance_m of a point. 1 selects every voxel within
   // the tolerance of a point; lower selects fewer, and the decoded points lie nearer the
@@ -76,6 +83,7 @@ struct EncodeReport {
   size_t residual_points = 0;  // original points coded by the residual (or intra) octree
   size_t gap_points = 0;       // original points coded at the tolerance (gap class)
   size_t surface_points = 0;   // of which on the map's ground profile (the surface sections)
+  size_t still_points = 0;     // of the gap points, far from the map but still (still_m)
   size_t candidates = 0;       // map voxels the decoder derives from (map, pose)
   size_t selected_voxels = 0;
   size_t fill_points = 0;  // points the decoder adds between selected voxels (fill section)
@@ -87,12 +95,18 @@ struct EncodeReport {
   std::vector<std::pair<std::string, double>> stage_ms;
 };
 
+// What encoders remember of each sensor's latest frame for EncoderParams::still_m (still.h).
+class StillMemory;
+std::shared_ptr<StillMemory> NewStillMemory();
+
 // Codes frames against one map (null: every frame intra). The map must outlive the encoder, which
 // loads its tiles as frames need them and keeps what it derives from it: the codec priors, and
 // registration's ball of map voxels, rebuilt only as the vehicle moves on. One thread at a time.
 class Encoder {
  public:
-  explicit Encoder(maps::RouteMap* map);
+  // Encoders given the same `still` memory (an agent's encoder threads) compare a frame with the
+  // sensor's latest frame any of them coded; null: the encoder's own.
+  explicit Encoder(maps::RouteMap* map, std::shared_ptr<StillMemory> still = nullptr);
   ~Encoder();
   Encoder(Encoder&&) noexcept;
   Encoder& operator=(Encoder&&) noexcept;
