@@ -48,7 +48,16 @@ run store build/store/dejaview_store_bench --puts 400 --reads 32
 # (6) Ingest through dejaview-server: ack latency and throughput per remote-copy mode.
 run ingest build/server/dejaview_ingest_bench
 
-# (7) Agent under live load: the design load (2 LiDARs at 10 Hz), then 2 at 4 Hz.
+# (7) Agent under live load: the design load (2 LiDARs at 10 Hz) on the real revisit first (a map
+# of two whole simulated days, the third day live: out/days3, as scripts/bench.sh simulates it),
+# then on KITTI 00's pseudo-revisit at 10 and 4 Hz.
+DAYS=${DEJAVIEW_DAYS:-out/days3}
+if [ ! -d "$DAYS/day_02" ]; then
+  cmake --build build -j2 --target dejaview
+  build/tools/dejaview simulate --out "$DAYS" --days 3 --frames 150 --seed 11 --quiet
+fi
+run load_2x10_multiday build/agent/dejaview_load_bench --drive "$DAYS/day_02" \
+  --map-drives "$DAYS/day_00,$DAYS/day_01" --sensors 2 --hz 10 --seconds 20
 run load_2x10 build/agent/dejaview_load_bench --sensors 2 --hz 10 --seconds 20
 run load_2x4 build/agent/dejaview_load_bench --sensors 2 --hz 4 --seconds 20
 

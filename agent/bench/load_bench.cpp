@@ -1,12 +1,14 @@
 // dejaview_load_bench: the agent under a live sensor load, as real processes. It builds a route
-// map from the even frames of a drive, starts dejaview-server and dejaview-agent, and publishes
-// the odd frames (cycled) on N LiDAR topics at R Hz each over ZeroMQ, as a driver would, each
+// map from the even frames of a drive (or, with --map-drives, from whole earlier drives of the
+// same route: the real revisit, every frame of the drive live, with its localiser prior where
+// the drive has poses_prior.txt), starts dejaview-server and dejaview-agent, and publishes the
+// live frames (cycled) on N LiDAR topics at R Hz each over ZeroMQ, as a driver would, each
 // frame carrying its pose and a wall-clock stamp. While it runs it samples the agent's CPU
 // (/proc/PID/stat) and its /metrics (queue depth); a reader of the server's frame index sees
 // each frame arrive, so latency is publish -> encoded -> spooled -> uploaded -> fsync'd and
 // indexed on the server. After the load it waits for the backlog to drain and prints a table.
-//   dejaview_load_bench [--drive DIR] [--sensors 2] [--hz 10] [--seconds 20] [--threads 2]
-//                       [--tolerance 0.1] [--queue 8] [--dir DIR]
+//   dejaview_load_bench [--drive DIR] [--map-drives DIR,DIR...] [--sensors 2] [--hz 10]
+//                       [--seconds 20] [--threads 2] [--tolerance 0.1] [--queue 8] [--dir DIR]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,6 +39,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::string drive = DEJAVIEW_DATA_DIR "/kitti-odometry-mini/00";
+  std::vector<std::string> map_drives;  // empty: the map from the drive's even frames
   int sensors = 2;
   double hz = 10;
   double seconds = 20;
@@ -90,14 +93,28 @@ int Main(const Args& args) {
     return 1;
   }
   maps::BuildOptions mo;
-  mo.every = 2;  // even frames build the map, odd frames are the live load
+  std::vector<Drive> map_drives;
+  for (const std::string& dir : args.map_drives) {
+    auto d = OpenDrive(dir);
+    if (!d.ok()) {
+      std::fprintf(stderr, "load_bench: %s\n", d.status().ToString().c_str());
+      return 1;
+    }
+    map_drives.push_back(std::move(*d));
+  }
+  const bool revisit = !map_drives.empty();
+  if (!revisit) {
+    mo.every = 2;  // even frames build the map, odd frames are the live load
+    map_drives.push_back(*drive);
+  }
   const std::string map_dir = args.dir + "/map";
-  if (const Status s = maps::BuildMap({*drive}, mo, map_dir); !s.ok()) {
+  if (const Status s = maps::BuildMap(map_drives, mo, map_dir); !s.ok()) {
     std::fprintf(stderr, "load_bench: %s\n", s.ToString().c_str());
     return 1;
   }
+  const bool prior = revisit && drive->poses_prior.size() == drive->size();
   std::vector<Frame> frames;
-  for (size_t i = 1; i < drive->size(); i += 2) {
+  for (size_t i = revisit ? 0 : 1; i < drive->size(); i += revisit ? 1 : 2) {
     auto cloud = ReadPointCloudFile(drive->frame_paths[i]);
     if (!cloud.ok()) {
       std::fprintf(stderr, "load_bench: %s\n", cloud.status().ToString().c_str());
@@ -106,7 +123,7 @@ int Main(const Args& args) {
     Frame f;
     f.header.frame_id = "velodyne";
     f.header.has_pose = true;
-    f.header.T_map_sensor = drive->poses[i];
+    f.header.T_map_sensor = prior ? drive->poses_prior[i] : drive->poses[i];
     f.points = transport::PackPointCloud(*cloud, &f.header);
     frames.push_back(std::move(f));
   }
@@ -274,23 +291,28 @@ int main(int argc, char** argv) {
   dv::Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--drive")
+    if (k == "--drive") {
       a.drive = v;
-    else if (k == "--sensors")
+    } else if (k == "--map-drives") {
+      for (size_t b = 0, e; b <= v.size(); b = e + 1) {
+        e = std::min(v.find(',', b), v.size());
+        if (e > b) a.map_drives.push_back(v.substr(b, e - b));
+      }
+    } else if (k == "--sensors") {
       a.sensors = std::atoi(v.c_str());
-    else if (k == "--hz")
+    } else if (k == "--hz") {
       a.hz = std::atof(v.c_str());
-    else if (k == "--seconds")
+    } else if (k == "--seconds") {
       a.seconds = std::atof(v.c_str());
-    else if (k == "--threads")
+    } else if (k == "--threads") {
       a.threads = std::atoi(v.c_str());
-    else if (k == "--tolerance")
+    } else if (k == "--tolerance") {
       a.tolerance = std::atof(v.c_str());
-    else if (k == "--queue")
+    } else if (k == "--queue") {
       a.queue = std::atoi(v.c_str());
-    else if (k == "--dir")
+    } else if (k == "--dir") {
       a.dir = v;
-    else {
+    } else {
       std::fprintf(stderr, "load_bench: unknown option %s\n", k.c_str());
       return 2;
     }
