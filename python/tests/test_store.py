@@ -6,8 +6,10 @@ import pickle
 
 import numpy as np
 import pytest
+import torch.utils.data
 
 import dejaview
+from dejaview.torch import FrameDataset
 from conftest import kitti_bin, make_store, run, xyzi
 
 T0 = 1_700_000_000_000_000_000  # make_store: frame i at T0 + i * 100 ms
@@ -81,6 +83,12 @@ def test_cold_remote_tier_reads_the_same_frames(tiny, s3, tmp_path):
         assert np.array_equal(xyzi(f).view(np.uint32), want.view(np.uint32))
     with pytest.raises(dejaview.NotFoundError):  # nothing on the node's disk
         next(iter(cold.read(records[:1], tiers=["disk"])))
+    # Two DataLoader workers of a training node, each opening the node's store on the bucket.
+    ds = FrameDataset(str(tmp_path / "node"), config=str(tiers),
+                      index=str(tmp_path / "server" / "index.sqlite"), maps=str(tiny.maps_root),
+                      tiers=["remote"], transform=lambda f: f.record.sequence)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    assert sorted(loader) == list(range(6))
 
 
 def test_records_pickle_to_the_same_record(tiny):
