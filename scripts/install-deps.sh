@@ -10,6 +10,7 @@ PKGS=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
+  python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
 )
 # The store tests' S3-compatible server (s3rver, npm), installed into the project (.deps/).
 install_s3rver() {

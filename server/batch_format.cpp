@@ -8,7 +8,13 @@ namespace {
 
 constexpr size_t kMaxNameBytes = 128;  // as transport's record names
 
-void EncodeFrame(const BatchFrame& f, ByteWriter* w) {
+// Zero bytes that take a file offset to the next multiple of kBatchPointAlignment.
+size_t PaddingAt(size_t file_offset) {
+  return (kBatchPointAlignment - file_offset % kBatchPointAlignment) % kBatchPointAlignment;
+}
+
+// body_offset: where the frame's first byte lands in the file (the padding depends on it).
+void EncodeFrame(const BatchFrame& f, size_t body_offset, ByteWriter* w) {
   w->Str(f.vehicle);
   w->Str(f.drive);
   w->U32(f.sensor_id);
@@ -20,16 +26,17 @@ void EncodeFrame(const BatchFrame& f, ByteWriter* w) {
     for (int c = 0; c < 4; ++c) w->F64(m(r, c));
   }
   w->U32(uint32_t(f.cloud.size()));
+  for (size_t pad = PaddingAt(body_offset + w->size()); pad > 0; --pad) w->U8(0);
   for (size_t i = 0; i < f.cloud.size(); ++i) {
     for (int a = 0; a < 3; ++a) w->F32(f.cloud.xyz[i][a]);
     w->F32(f.cloud.intensity[i]);
   }
 }
 
-StatusOr<BatchFrame> DecodeFrame(ByteReader* r, const std::string& what) {
-  BatchFrame f;
+// r reads one frame's body inside file (the padding depends on where it lies in the file).
+StatusOr<BatchFrameView> ParseFrame(ByteReader* r, const uint8_t* file, const std::string& what) {
+  BatchFrameView f;
   double m[12] = {};
-  uint32_t points = 0;
   r->Str(&f.vehicle, kMaxNameBytes);
   r->Str(&f.drive, kMaxNameBytes);
   r->U32(&f.sensor_id);
@@ -37,19 +44,34 @@ StatusOr<BatchFrame> DecodeFrame(ByteReader* r, const std::string& what) {
   r->I64(&f.timestamp_ns);
   r->Str(&f.map_version, kMaxNameBytes);
   for (double& v : m) r->F64(&v);
-  if (!r->U32(&points)) return Status::Corruption(what + ": truncated header");
-  if (uint64_t(points) * 16 != r->remaining()) {
-    return Status::Corruption(what + ": " + std::to_string(points) + " points need " +
-                              std::to_string(uint64_t(points) * 16) + " bytes, frame has " +
+  if (!r->U32(&f.points)) return Status::Corruption(what + ": truncated header");
+  for (size_t pad = PaddingAt(size_t(r->position() - file)); pad > 0; --pad) {
+    uint8_t zero = 0;
+    if (!r->U8(&zero) || zero != 0) {
+      return Status::Corruption(what + ": bad padding before the points at offset " +
+                                std::to_string(r->position() - file - 1));
+    }
+  }
+  if (uint64_t(f.points) * 16 != r->remaining()) {
+    return Status::Corruption(what + ": " + std::to_string(f.points) + " points need " +
+                              std::to_string(uint64_t(f.points) * 16) + " bytes, frame has " +
                               std::to_string(r->remaining()));
   }
+  f.points_offset = size_t(r->position() - file);
   for (int row = 0; row < 3; ++row) {
     for (int c = 0; c < 4; ++c) f.T_map_sensor.matrix()(row, c) = m[row * 4 + c];
   }
-  f.cloud.reserve(points);
-  for (uint32_t i = 0; i < points; ++i) {
+  return f;
+}
+
+BatchFrame CopyFrame(const BatchFrameView& view, const uint8_t* file) {
+  BatchFrame f;
+  static_cast<BatchFrameHeader&>(f) = view;
+  ByteReader r(file + view.points_offset, size_t(view.points) * 16);
+  f.cloud.reserve(view.points);
+  for (uint32_t i = 0; i < view.points; ++i) {
     float v[4] = {0, 0, 0, 0};
-    for (float& x : v) r->F32(&x);
+    for (float& x : v) r.F32(&x);
     f.cloud.push_back(Eigen::Vector3f(v[0], v[1], v[2]), v[3]);
   }
   return f;
@@ -64,7 +86,7 @@ std::vector<uint8_t> EncodeBatch(const std::vector<BatchFrame>& frames) {
   w.U32(uint32_t(frames.size()));
   for (const BatchFrame& f : frames) {
     ByteWriter body;
-    EncodeFrame(f, &body);
+    EncodeFrame(f, w.size() + 8, &body);
     w.U32(uint32_t(body.size()));
     w.U32(crc32c::Mask(crc32c::Value(body.buffer().data(), body.size())));
     w.Bytes(body.buffer().data(), body.size());
@@ -72,7 +94,7 @@ std::vector<uint8_t> EncodeBatch(const std::vector<BatchFrame>& frames) {
   return w.Take();
 }
 
-StatusOr<std::vector<BatchFrame>> DecodeBatch(const uint8_t* data, size_t size) {
+StatusOr<std::vector<BatchFrameView>> ParseBatch(const uint8_t* data, size_t size) {
   ByteReader r(data, size);
   uint32_t magic = 0, version = 0, count = 0;
   r.U32(&magic);
@@ -80,13 +102,14 @@ StatusOr<std::vector<BatchFrame>> DecodeBatch(const uint8_t* data, size_t size) 
   if (!r.U32(&count)) return Status::Corruption("batch: truncated header");
   if (magic != kBatchMagic) return Status::Corruption("batch: bad magic (not a DVXB file)");
   if (version != kBatchVersion) {
-    return Status::Corruption("batch: version " + std::to_string(version) + ", expected 1");
+    return Status::Corruption("batch: version " + std::to_string(version) + ", expected " +
+                              std::to_string(kBatchVersion));
   }
   if (count > kMaxBatchFrames) {
     return Status::Corruption("batch: frame count " + std::to_string(count) + " over " +
                               std::to_string(kMaxBatchFrames));
   }
-  std::vector<BatchFrame> frames;
+  std::vector<BatchFrameView> frames;
   for (uint32_t i = 0; i < count; ++i) {
     const std::string what = "batch: frame " + std::to_string(i);
     uint32_t length = 0, crc = 0;
@@ -100,12 +123,20 @@ StatusOr<std::vector<BatchFrame>> DecodeBatch(const uint8_t* data, size_t size) 
       return Status::Corruption(what + ": CRC mismatch");
     }
     ByteReader fr(body, length);
-    DV_ASSIGN_OR_RETURN(BatchFrame f, DecodeFrame(&fr, what));
+    DV_ASSIGN_OR_RETURN(BatchFrameView f, ParseFrame(&fr, data, what));
     frames.push_back(std::move(f));
   }
   if (r.remaining() != 0) {
     return Status::Corruption("batch: " + std::to_string(r.remaining()) + " trailing bytes");
   }
+  return frames;
+}
+
+StatusOr<std::vector<BatchFrame>> DecodeBatch(const uint8_t* data, size_t size) {
+  DV_ASSIGN_OR_RETURN(const std::vector<BatchFrameView> views, ParseBatch(data, size));
+  std::vector<BatchFrame> frames;
+  frames.reserve(views.size());
+  for (const BatchFrameView& v : views) frames.push_back(CopyFrame(v, data));
   return frames;
 }
 

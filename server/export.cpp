@@ -1,13 +1,105 @@
 #include "dejaview/server/export.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 
 namespace dv::server {
+
+namespace {
+
+// Decodes stored frames on threads of its own and hands the results back by submission number,
+// so that the export's order, and every byte it writes, does not depend on the thread count.
+// Each thread has its own MapVersions (a decoder serves one thread); the first uses the caller's.
+class OrderedDecoder {
+ public:
+  struct Result {
+    StatusOr<size_t> object = size_t(0);  // the object's size, or why it could not be read
+    StatusOr<codec::DecodedFrame> frame =
+        Status::Unavailable("not decoded: its object was not read");
+  };
+
+  OrderedDecoder(MapVersions* maps, int threads) {
+    for (int t = 0; t < threads; ++t) {
+      if (t > 0) own_maps_.push_back(maps->Another());
+      MapVersions* mine = t == 0 ? maps : own_maps_.back().get();
+      threads_.emplace_back([this, mine] { Work(mine); });
+    }
+  }
+  ~OrderedDecoder() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  // The next frame in order: its index row and its object (or the read's error).
+  void Submit(const store::FrameRecord* row, StatusOr<std::vector<uint8_t>> object) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      todo_.push_back(Task{submitted_++, row, std::move(object)});
+    }
+    work_cv_.notify_one();
+  }
+
+  // Waits for the result of submission k (each taken once).
+  Result Take(size_t k) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return done_.count(k) > 0; });
+    Result r = std::move(done_.at(k));
+    done_.erase(k);
+    return r;
+  }
+
+ private:
+  struct Task {
+    size_t k;
+    const store::FrameRecord* row;
+    StatusOr<std::vector<uint8_t>> object;
+  };
+
+  void Work(MapVersions* maps) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      work_cv_.wait(lock, [&] { return stop_ || !todo_.empty(); });
+      if (stop_) return;
+      Task task = std::move(todo_.front());
+      todo_.pop_front();
+      lock.unlock();
+      Result r;
+      if (!task.object.ok()) {
+        r.object = task.object.status();
+      } else {
+        r.object = task.object->size();
+        r.frame = DecodeStoredFrame(*task.row, *task.object, maps);
+      }
+      lock.lock();
+      done_.emplace(task.k, std::move(r));
+      done_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<Task> todo_;
+  std::map<size_t, Result> done_;
+  size_t submitted_ = 0;
+  bool stop_ = false;
+  std::vector<std::unique_ptr<MapVersions>> own_maps_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
 
 std::vector<size_t> ExportOrder(size_t n, bool shuffle, uint64_t seed) {
   std::vector<size_t> order(n);
@@ -22,31 +114,42 @@ StatusOr<ExportStats> StreamFrames(store::Store* store, const std::vector<store:
                                    MapVersions* maps, const ExportOptions& options,
                                    const BatchSink& sink) {
   if (options.batch_frames == 0) return Status::InvalidArgument("export: batch of 0 frames");
+  if (options.threads < 1 || options.threads > kMaxExportThreads) {
+    return Status::InvalidArgument("export: threads must be 1.." +
+                                   std::to_string(kMaxExportThreads));
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::vector<size_t> order = ExportOrder(rows.size(), options.shuffle, options.seed);
   std::vector<store::ObjectId> ids;
   for (size_t i : order) ids.push_back(rows[i].object);
   std::unique_ptr<store::Reader> reader = store->Read(std::move(ids), options.read);
+  OrderedDecoder decoder(maps, options.threads);
+  // Frames read ahead of the one the sink waits for: enough to keep every thread busy, few
+  // enough to bound memory (a frame's object and its decoded cloud).
+  const size_t window = 2 * size_t(options.threads);
+  size_t submitted = 0;
   ExportStats st;
   std::vector<BatchFrame> batch;
   for (size_t k = 0; k < order.size(); ++k) {
-    const store::FrameRecord& row = rows[order[k]];
-    auto object = reader->Next();
-    if (!object.ok()) {
-      return object.status().WithContext("export: frame " + row.vehicle + "/" +
-                                         std::to_string(row.sensor_id) + "/" +
-                                         std::to_string(row.sequence));
+    for (; submitted < order.size() && submitted < k + window; ++submitted) {
+      decoder.Submit(&rows[order[submitted]], reader->Next());
     }
-    auto decoded = DecodeStoredFrame(row, *object, maps);
-    st.stored_bytes += object->size();
-    if (!decoded.ok()) {
+    const store::FrameRecord& row = rows[order[k]];
+    OrderedDecoder::Result result = decoder.Take(k);
+    if (!result.object.ok()) {
+      return result.object.status().WithContext("export: frame " + row.vehicle + "/" +
+                                                std::to_string(row.sensor_id) + "/" +
+                                                std::to_string(row.sequence));
+    }
+    st.stored_bytes += *result.object;
+    if (!result.frame.ok()) {
       // One frame that cannot be reconstructed (damaged, or its map version missing) is
       // reported and skipped; the rest of the drive is still exported.
       if (st.skipped.size() < kMaxSkippedReported)
-        st.skipped.push_back(decoded.status().ToString());
+        st.skipped.push_back(result.frame.status().ToString());
       ++st.frames_skipped;
     } else {
-      codec::DecodedFrame frame = std::move(decoded).value();
+      codec::DecodedFrame frame = std::move(result.frame).value();
       st.points += frame.cloud.size();
       st.output_bytes += 16 * frame.cloud.size();
       BatchFrame f;

@@ -1,7 +1,9 @@
 // dejaview export: the frames of a query streamed as training batches (docs/export-format.md),
 // read through the store's multi-path reader, with the throughput a training job would see.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 #include "commands.h"
 #include "dejaview/server/export.h"
@@ -44,6 +46,14 @@ StatusOr<server::ExportOptions> ParseExportOptions(const Args& args) {
   if (prefetch < 0 || prefetch > 4096) return Status::InvalidArgument("--prefetch: 0..4096");
   o.read.prefetch_objects = size_t(prefetch);
   if (args.Has("tiers")) DV_RETURN_IF_ERROR(ParseTiers(args.Get("tiers"), &o.read));
+  const long cores = std::max(1L, long(std::thread::hardware_concurrency()));
+  DV_ASSIGN_OR_RETURN(const long threads,
+                      args.GetInt("threads", std::min(cores, long(server::kMaxExportThreads))));
+  if (threads < 1 || threads > server::kMaxExportThreads) {
+    return Status::InvalidArgument("--threads: must be 1.." +
+                                   std::to_string(server::kMaxExportThreads));
+  }
+  o.threads = int(threads);
   return o;
 }
 
@@ -51,7 +61,8 @@ StatusOr<server::ExportOptions> ParseExportOptions(const Args& args) {
 
 int RunExport(int argc, char** argv) {
   auto args = Args::Parse(
-      argc, argv, FrameQueryKeys({"out", "maps", "layout", "batch", "seed", "prefetch", "tiers"}),
+      argc, argv,
+      FrameQueryKeys({"out", "maps", "layout", "batch", "seed", "prefetch", "tiers", "threads"}),
       {"help"});
   if (!args.ok()) return Fail("export", args.status());
   if (args->Has("help") || !args->Has("out") || !args->Has("maps") ||
@@ -61,7 +72,9 @@ int RunExport(int argc, char** argv) {
         "%s"
         "  --layout kitti|packed (default kitti)  --batch N frames (default 32)\n"
         "  --seed S: shuffled order from seed S (default: index order)\n"
-        "  --tiers memory,disk,remote (default all)  --prefetch N objects ahead (default 8)\n",
+        "  --tiers memory,disk,remote (default all)  --prefetch N objects ahead (default 8)\n"
+        "  --threads N frames decoded side by side (default: all cores); the same bytes for any "
+        "N\n",
         kFrameQueryUsage);
     return args->Has("help") ? kOk : kUsage;
   }

@@ -1,6 +1,7 @@
 // dejaview query: the forensic look-up over the server's frame index ("every scan within 50 m of
 // this crossing last Tuesday"), optionally exporting the matching frames as a drive folder.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "dejaview/base/file_util.h"
@@ -41,17 +42,59 @@ Status ExportDeltas(store::Store* store, const std::vector<store::FrameRecord>& 
   return WriteFileAtomic(out + "/frames.txt", list);
 }
 
+// One object per frame, every index field at full precision (the table rounds positions and
+// shortens map versions): what a script or the Python package reads.
+nlohmann::json FramesJson(const std::vector<store::FrameRecord>& rows) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (const store::FrameRecord& r : rows) {
+    const Eigen::Matrix<double, 3, 4> m = r.T_map_sensor.matrix().topRows<3>();
+    nlohmann::json pose = nlohmann::json::array();
+    for (int row = 0; row < 3; ++row) {
+      for (int c = 0; c < 4; ++c) pose.push_back(m(row, c));
+    }
+    frames.push_back({{"vehicle", r.vehicle},
+                      {"sensor_id", r.sensor_id},
+                      {"source_epoch", r.source_epoch},
+                      {"sequence", r.sequence},
+                      {"drive", r.drive},
+                      {"timestamp_ns", r.timestamp_ns},
+                      {"T_map_sensor", pose},
+                      {"map_version", r.map_version},
+                      {"bytes", r.bytes},
+                      {"object", r.object.Hex()}});
+  }
+  return {{"count", rows.size()}, {"frames", frames}};
+}
+
+void PrintTable(const std::vector<store::FrameRecord>& rows) {
+  std::printf("%-12s %6s %10s %-16s %20s %10s %10s %8s %-12s %8s\n", "vehicle", "sensor",
+              "sequence", "drive", "timestamp_ns", "x", "y", "z", "map", "bytes");
+  for (const store::FrameRecord& r : rows) {
+    const Eigen::Vector3d t = r.T_map_sensor.translation();
+    std::printf("%-12s %6u %10llu %-16s %20lld %10.2f %10.2f %8.2f %-12s %8llu\n",
+                r.vehicle.c_str(), r.sensor_id, static_cast<unsigned long long>(r.sequence),
+                r.drive.c_str(), static_cast<long long>(r.timestamp_ns), t.x(), t.y(), t.z(),
+                r.map_version.substr(0, 12).c_str(), static_cast<unsigned long long>(r.bytes));
+  }
+  std::printf("%zu frames\n", rows.size());
+}
+
 }  // namespace
 
 int RunQuery(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, FrameQueryKeys({"export", "maps"}), {"help"});
+  auto args = Args::Parse(argc, argv, FrameQueryKeys({"export", "maps"}), {"help", "json"});
   if (!args.ok()) return Fail("query", args.status());
   if (args->Has("help") || !(args->Has("db") || args->Has("store"))) {
     std::printf(
-        "usage: dejaview query --db INDEX|--store STORE [options] [--export DIR [--maps MAPS]]\n"
+        "usage: dejaview query --db INDEX|--store STORE [options] [--json] [--export DIR [--maps "
+        "MAPS]]\n"
         "%s"
         "  --maps MAPS: decode into DIR/velodyne with MAPS/<version>/; without: the stored "
-        "deltas\n",
+        "deltas\n"
+        "  --json: the frames as one JSON object {count, frames: [{vehicle, sensor_id, "
+        "source_epoch,\n"
+        "    sequence, drive, timestamp_ns, T_map_sensor (3x4 row-major), map_version, bytes, "
+        "object}]}\n",
         kFrameQueryUsage);
     return args->Has("help") ? kOk : kUsage;
   }
@@ -61,27 +104,27 @@ int RunQuery(int argc, char** argv) {
   if (!storage.ok()) return Fail("query", storage.status());
   auto rows = storage->index->Query(*q);
   if (!rows.ok()) return Fail("query", rows.status());
-  std::printf("%-12s %6s %10s %-16s %20s %10s %10s %8s %-12s %8s\n", "vehicle", "sensor",
-              "sequence", "drive", "timestamp_ns", "x", "y", "z", "map", "bytes");
-  for (const store::FrameRecord& r : *rows) {
-    const Eigen::Vector3d t = r.T_map_sensor.translation();
-    std::printf("%-12s %6u %10llu %-16s %20lld %10.2f %10.2f %8.2f %-12s %8llu\n",
-                r.vehicle.c_str(), r.sensor_id, static_cast<unsigned long long>(r.sequence),
-                r.drive.c_str(), static_cast<long long>(r.timestamp_ns), t.x(), t.y(), t.z(),
-                r.map_version.substr(0, 12).c_str(), static_cast<unsigned long long>(r.bytes));
+  // With --json, stdout holds the JSON document alone; what the export reports goes to stderr.
+  const bool json = args->Has("json");
+  if (json) {
+    std::printf(
+        "%s\n",
+        FramesJson(*rows).dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    PrintTable(*rows);
   }
-  std::printf("%zu frames\n", rows->size());
+  FILE* report = json ? stderr : stdout;
   if (!args->Has("export")) return kOk;
   if (!args->Has("maps")) {
     const Status s = ExportDeltas(storage->store.get(), *rows, args->Get("export"));
     if (!s.ok()) return Fail("query", s);
-    std::printf("exported %zu frames to %s\n", rows->size(), args->Get("export").c_str());
+    std::fprintf(report, "exported %zu frames to %s\n", rows->size(), args->Get("export").c_str());
     return kOk;
   }
   server::MapVersions maps(args->Get("maps"));
   auto st = server::ExportFrames(storage->store.get(), *rows, &maps, {}, args->Get("export"));
   if (!st.ok()) return Fail("query", st.status());
-  std::printf("exported %zu frames to %s\n", st->frames, args->Get("export").c_str());
+  std::fprintf(report, "exported %zu frames to %s\n", st->frames, args->Get("export").c_str());
   ReportSkipped(*st);
   return kOk;
 }

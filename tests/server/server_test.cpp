@@ -2,18 +2,24 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
 #include <zmq.hpp>
 
+#include "dejaview/base/crc32c.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/base/testing/process_util.h"
 #include "dejaview/codec/codec.h"
+#include "dejaview/maps/map_root.h"
+#include "dejaview/maps/route_map.h"
 #include "dejaview/server/export.h"
 #include "dejaview/server/ingest.h"
 #include "dejaview/server/storage.h"
@@ -709,6 +715,140 @@ TEST(Export, WritesKittiAndPackedBatchesBitExactInSeededOrder) {
       Status::Code::kInvalidArgument);
 }
 
+// `dejaview query --json`: every index field of every frame, positions and times at full
+// precision, parsed back by a JSON parser.
+TEST(Query, JsonListsEveryIndexFieldExactly) {
+  ExportFixture f = MakeExportFixture();
+  store::FrameRecord odd = f.rows[0];
+  odd.vehicle = "veh-2";
+  odd.sensor_id = 3;
+  odd.source_epoch = 17;
+  odd.sequence = 1ull << 60;
+  odd.timestamp_ns = 1700000000123456789;
+  odd.map_version = "00ff00ff00ff00ff00ff00ff00ff00ff";
+  odd.bytes = 4321;
+  odd.T_map_sensor.translation() = Eigen::Vector3d(1.0 / 3, -2e-7, 12345.678901234);
+  odd.T_map_sensor.linear() = Eigen::AngleAxisd(0.3, Eigen::Vector3d::UnitZ()).toRotationMatrix();
+  ASSERT_TRUE(*f.storage.index->Insert(odd));
+  store::FrameQuery by_vehicle;
+  by_vehicle.vehicle = "veh-2";
+  auto rows = f.storage.index->Query(by_vehicle);
+  ASSERT_TRUE(rows.ok() && rows->size() == 1u);
+  const Pose stored_pose = (*rows)[0].T_map_sensor;  // as the index keeps it
+  ASSERT_TRUE(stored_pose.isApprox(odd.T_map_sensor, 1e-12));
+  std::string out;
+  ASSERT_EQ(test::RunCli("query --store " + f.dir + "/store --vehicle veh-2 --json", &out), 0)
+      << out;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "not JSON: " << out;
+  ASSERT_EQ(j.at("count"), 1);
+  ASSERT_EQ(j.at("frames").size(), 1u);
+  const nlohmann::json& r = j.at("frames")[0];
+  EXPECT_EQ(r.at("vehicle"), "veh-2");
+  EXPECT_EQ(r.at("sensor_id"), 3);
+  EXPECT_EQ(r.at("source_epoch"), 17);
+  EXPECT_EQ(r.at("sequence").get<uint64_t>(), 1ull << 60);
+  EXPECT_EQ(r.at("drive"), odd.drive);
+  EXPECT_EQ(r.at("timestamp_ns").get<int64_t>(), 1700000000123456789);
+  EXPECT_EQ(r.at("map_version"), odd.map_version);
+  EXPECT_EQ(r.at("bytes"), 4321);
+  EXPECT_EQ(r.at("object"), odd.object.Hex());
+  ASSERT_EQ(r.at("T_map_sensor").size(), 12u);
+  for (int k = 0; k < 12; ++k) {
+    EXPECT_EQ(r.at("T_map_sensor")[k].get<double>(), stored_pose.matrix()(k / 4, k % 4)) << k;
+  }
+  ASSERT_EQ(test::RunCli("query --store " + f.dir + "/store --vehicle veh-1 --json", &out), 0);
+  EXPECT_EQ(nlohmann::json::parse(out).at("count"), 6);
+  ASSERT_EQ(test::RunCli("query --store " + f.dir + "/store --vehicle nobody --json", &out), 0);
+  EXPECT_EQ(nlohmann::json::parse(out), nlohmann::json::parse(R"({"count": 0, "frames": []})"));
+}
+
+std::map<std::string, std::vector<uint8_t>> FolderBytes(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file())
+      out[e.path().lexically_relative(dir).string()] = *ReadFileBytes(e.path().string());
+  }
+  return out;
+}
+
+// Delta frames of real KITTI scans (the map from the even frames of sequence 00, the odd ones
+// coded against it), intra frames between them, a frame whose map version is missing: exported
+// by 1 and by 3 threads in both layouts, every file has the same bytes, in the same order.
+TEST(Export, WritesTheSameBytesWithAnyNumberOfThreads) {
+  const std::string dir = test::ScratchDir();
+  auto drive = OpenDrive(test::KittiSeq("00"));
+  ASSERT_TRUE(drive.ok()) << drive.status().ToString();
+  maps::BuildOptions build;
+  build.every = 2;
+  ASSERT_TRUE(maps::BuildMap({*drive}, build, dir + "/built").ok());
+  auto version = maps::PublishMap(dir + "/built", dir + "/maps");  // maps/<version>/
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  auto map = maps::OpenMap(dir + "/maps/" + *version, 0);
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  auto storage = OpenStorage(dir + "/store", "", "");
+  ASSERT_TRUE(storage.ok()) << storage.status().ToString();
+  codec::Encoder delta_encoder(map->get());
+  for (uint64_t i = 1; i < drive->size(); i += 2) {
+    auto cloud = ReadKittiBin(drive->frame_paths[i]);
+    ASSERT_TRUE(cloud.ok());
+    for (int kind = 0; kind < 3; ++kind) {  // delta, intra, delta with a missing map version
+      transport::SpoolRecord rec = Rec(0, i * 3 + uint64_t(kind));
+      rec.meta.T_map_sensor = drive->poses[i];
+      auto payload = kind == 1 ? codec::Encoder(nullptr).Encode(*cloud, drive->poses[i], {}, {})
+                               : delta_encoder.Encode(*cloud, drive->poses[i], {}, {});
+      ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+      rec.payload = *payload;
+      auto header = codec::DecodeHeader(payload->data(), payload->size());
+      ASSERT_TRUE(header.ok());
+      EXPECT_EQ(header->intra, kind == 1) << "frame " << i << " kind " << kind;
+      rec.meta.map_version = kind == 2 ? "00ff00ff00ff00ff" : header->map_version;
+      const auto body = transport::EncodeRecord(rec);
+      store::FrameRecord row;
+      row.vehicle = rec.meta.vehicle;
+      row.sequence = rec.meta.sequence;
+      row.timestamp_ns = rec.meta.timestamp_ns;
+      row.map_version = rec.meta.map_version;
+      row.object = *storage->store->Put(body.data(), body.size());
+      ASSERT_TRUE(*storage->index->Insert(row));
+    }
+  }
+  const auto rows = *storage->index->Query({});
+  ASSERT_EQ(rows.size(), 15u);
+  for (const char* layout : {"kitti", "packed"}) {
+    std::map<std::string, std::vector<uint8_t>> first;
+    for (int threads : {1, 3}) {
+      ExportOptions o;
+      o.layout = layout;
+      o.batch_frames = 4;
+      o.shuffle = true;
+      o.seed = 11;
+      o.threads = threads;
+      MapVersions maps(dir + "/maps");
+      const std::string out = dir + "/" + layout + std::to_string(threads);
+      auto st = ExportFrames(storage->store.get(), rows, &maps, o, out);
+      ASSERT_TRUE(st.ok()) << st.status().ToString();
+      EXPECT_EQ(st->frames, 10u) << layout << threads;
+      EXPECT_EQ(st->frames_skipped, 5u);
+      for (const std::string& why : st->skipped) {
+        EXPECT_NE(why.find("00ff00ff00ff00ff"), std::string::npos) << why;
+      }
+      const auto files = FolderBytes(out);
+      EXPECT_EQ(files.size(), std::string(layout) == "kitti" ? 13u : 4u);
+      if (threads == 1) {
+        first = files;
+      } else {
+        EXPECT_TRUE(files == first) << layout << ": 3 threads wrote other bytes than 1";
+      }
+    }
+  }
+  ExportOptions zero;
+  zero.threads = 0;
+  MapVersions maps(dir + "/maps");
+  EXPECT_EQ(ExportFrames(storage->store.get(), rows, &maps, zero, dir + "/x").status().code(),
+            Status::Code::kInvalidArgument);
+}
+
 // A frame that cannot be reconstructed is skipped and reported; the rest of the drive is
 // exported (the frames in between, one before and one after, are not lost with it).
 TEST(Export, SkipsAndNamesFramesItCannotReconstruct) {
@@ -813,6 +953,52 @@ TEST(BatchFormat, RoundTripsAndRejectsMalformedInput) {
   trailing.push_back(0);
   EXPECT_NE(DecodeBatch(trailing.data(), trailing.size()).status().message().find("trailing"),
             std::string::npos);
+  // A padding byte that is not zero, under a CRC that matches it.
+  auto views = ParseBatch(bytes.data(), bytes.size());
+  ASSERT_TRUE(views.ok()) << views.status().ToString();
+  const size_t pad_at = (*views)[0].points_offset - 1;
+  ASSERT_EQ(bytes[pad_at], 0) << "the first frame has padding (its header ends off a boundary)";
+  std::vector<uint8_t> bad_pad = bytes;
+  bad_pad[pad_at] = 1;
+  const uint32_t body_length = uint32_t(bad_pad[12]) | uint32_t(bad_pad[13]) << 8;
+  const uint32_t crc = crc32c::Mask(crc32c::Value(bad_pad.data() + 20, body_length));
+  std::memcpy(bad_pad.data() + 16, &crc, 4);
+  auto r = DecodeBatch(bad_pad.data(), bad_pad.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("frame 0: bad padding"), std::string::npos)
+      << r.status().message();
+}
+
+// Every frame's points start at a file offset that is a multiple of 16, whatever the lengths of
+// the names before them, and ParseBatch finds them where DecodeBatch reads them.
+TEST(BatchFormat, PointArraysAre16ByteAligned) {
+  std::vector<BatchFrame> frames;
+  for (size_t n = 0; n < 40; ++n) {
+    BatchFrame f;
+    f.vehicle = std::string(n % 17, 'v');
+    f.drive = std::string(n / 3, 'd');
+    f.map_version = std::string(n % 5, 'm');
+    f.sequence = n;
+    for (size_t p = 0; p < n % 4; ++p)
+      f.cloud.push_back(Eigen::Vector3f(float(n), float(p), 1), 0.5f);
+    frames.push_back(std::move(f));
+  }
+  const std::vector<uint8_t> bytes = EncodeBatch(frames);
+  auto views = ParseBatch(bytes.data(), bytes.size());
+  ASSERT_TRUE(views.ok()) << views.status().ToString();
+  ASSERT_EQ(views->size(), frames.size());
+  for (size_t n = 0; n < frames.size(); ++n) {
+    const BatchFrameView& v = (*views)[n];
+    EXPECT_EQ(v.points_offset % 16, 0u) << n;
+    EXPECT_EQ(v.vehicle, frames[n].vehicle);
+    ASSERT_EQ(v.points, frames[n].cloud.size());
+    for (size_t p = 0; p < v.points; ++p) {
+      float xyzi[4];
+      std::memcpy(xyzi, bytes.data() + v.points_offset + 16 * p, 16);
+      EXPECT_EQ(Eigen::Vector3f(xyzi[0], xyzi[1], xyzi[2]), frames[n].cloud.xyz[p]);
+      EXPECT_EQ(xyzi[3], frames[n].cloud.intensity[p]);
+    }
+  }
 }
 
 // The fuzz seed was written from docs/export-format.md by an independent (Python) writer, so this
@@ -838,6 +1024,19 @@ TEST(BatchFormat, DecodesAFileWrittenFromTheSpec) {
   EXPECT_EQ((*frames)[1].sequence, 8u);
   EXPECT_EQ((*frames)[1].cloud.xyz[0], Eigen::Vector3f(-1, 0, 0.5f));
   EXPECT_EQ(EncodeBatch(*frames), *bytes);
+  auto views = ParseBatch(bytes->data(), bytes->size());
+  ASSERT_TRUE(views.ok()) << views.status().ToString();
+  EXPECT_EQ((*views)[0].points_offset, 0xb0u);  // after 5 bytes of padding
+  EXPECT_EQ((*views)[1].points_offset % 16, 0u);
+}
+
+// A file of the format before the padding (version 1) is refused as such.
+TEST(BatchFormat, RefusesVersion1) {
+  auto bytes = ReadFileBytes(test::FixturePath("../fuzz/corpus/fuzz_export_batch/version_1"), 4096);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto frames = DecodeBatch(bytes->data(), bytes->size());
+  ASSERT_FALSE(frames.ok());
+  EXPECT_EQ(frames.status().message(), "batch: version 1, expected 2");
 }
 
 }  // namespace

@@ -27,7 +27,11 @@ struct ExportOptions {
   bool shuffle = false;
   uint64_t seed = 0;
   store::ReadOptions read;  // which tiers, how far ahead
+  // Frames decoded side by side, each thread with its own decoders (MapVersions::Another); the
+  // batches, and so every byte written, are the same for any count. In [1, kMaxExportThreads].
+  int threads = 1;
 };
+constexpr int kMaxExportThreads = 256;
 
 // A frame that cannot be reconstructed is skipped and reported, never the end of an export.
 constexpr size_t kMaxSkippedReported = 100;
@@ -48,7 +52,8 @@ struct ExportStats {
 // (its output is fixed by the C++ standard; std::shuffle's use of it is not).
 std::vector<size_t> ExportOrder(size_t n, bool shuffle, uint64_t seed);
 
-// Calls sink with each batch, in export order; the first error stops the stream.
+// Calls sink with each batch, in export order, on the calling thread; the first error stops the
+// stream.
 using BatchSink = std::function<Status(size_t batch_index, const std::vector<BatchFrame>& batch)>;
 StatusOr<ExportStats> StreamFrames(store::Store* store, const std::vector<store::FrameRecord>& rows,
                                    MapVersions* maps, const ExportOptions& options,

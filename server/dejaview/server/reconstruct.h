@@ -21,6 +21,11 @@ class MapVersions {
   explicit MapVersions(std::string root, size_t memory_budget_bytes = 0)
       : root_(std::move(root)), budget_(memory_budget_bytes) {}
   StatusOr<codec::Decoder*> DecoderFor(const std::string& version);
+  // A set of its own on the same root, for another thread: a MapVersions and its decoders serve
+  // one thread at a time.
+  std::unique_ptr<MapVersions> Another() const {
+    return std::make_unique<MapVersions>(root_, budget_);
+  }
 
  private:
   struct Open {
