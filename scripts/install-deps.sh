@@ -13,13 +13,16 @@ PKGS=(
   zlib1g-dev
 )
 # npm packages the tests run, installed into the project (.deps/): the store tests' S3-compatible
-# server (s3rver) and the reference MCAP writer (@mcap/core) for the recorded-drive tests.
+# server (s3rver) and the reference MCAP and CDR writers (@mcap/core, @foxglove/cdr) for the
+# recorded-drive tests.
 install_npm_packages() {
   local dir; dir="$(cd "$(dirname "$0")/.." && pwd)/.deps"
   [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] &&
-    [ -f "$dir/node_modules/@mcap/core/package.json" ] && return 0
+    [ -f "$dir/node_modules/@mcap/core/package.json" ] &&
+    [ -f "$dir/node_modules/@foxglove/cdr/package.json" ] && return 0
   command -v npm >/dev/null || $SUDO apt-get install -y -q --no-install-recommends npm
-  npm install --prefix "$dir" --no-audit --no-fund --silent s3rver@3.7.1 @mcap/core@2.2.2
+  npm install --prefix "$dir" --no-audit --no-fund --silent s3rver@3.7.1 \
+    @mcap/core@2.2.2 @foxglove/cdr@3.5.0
 }
 trap install_npm_packages EXIT
 missing=()

@@ -51,9 +51,16 @@ StatusOr<server::ExportOptions> ParseExportOptions(const Args& args) {
 
 int RunExport(int argc, char** argv) {
   auto args = Args::Parse(
-      argc, argv, FrameQueryKeys({"out", "maps", "layout", "batch", "seed", "prefetch", "tiers"}),
+      argc, argv,
+      FrameQueryKeys({"out", "maps", "layout", "batch", "seed", "prefetch", "tiers", "format"}),
       {"help"});
   if (!args.ok()) return Fail("export", args.status());
+  const std::string format = args->Get("format", "batches");
+  if (format == "mcap") return RunExportMcap(*args);
+  if (format != "batches") {
+    return Fail("export",
+                Status::InvalidArgument("--format: '" + format + "' is not batches or mcap"));
+  }
   if (args->Has("help") || !args->Has("out") || !args->Has("maps") ||
       !(args->Has("db") || args->Has("store"))) {
     std::printf(
@@ -61,7 +68,8 @@ int RunExport(int argc, char** argv) {
         "%s"
         "  --layout kitti|packed (default kitti)  --batch N frames (default 32)\n"
         "  --seed S: shuffled order from seed S (default: index order)\n"
-        "  --tiers memory,disk,remote (default all)  --prefetch N objects ahead (default 8)\n",
+        "  --tiers memory,disk,remote (default all)  --prefetch N objects ahead (default 8)\n"
+        "  --format batches|mcap (default batches; mcap: --out OUT.mcap, a DRIVE or a query)\n",
         kFrameQueryUsage);
     return args->Has("help") ? kOk : kUsage;
   }

@@ -63,6 +63,25 @@ TEST(DriveMcap, KittiDriveExportedAndImportedIsTheSameDrive) {
   ExpectSameDrive(*drive, *back);
 }
 
+TEST(DriveMcap, CliExportThenImportGivesTheDrive) {
+  const std::string drive_dir = test::KittiSeq("07");
+  const std::string dir = test::ScratchDir();
+  std::string out;
+  ASSERT_EQ(test::RunCli("export --format mcap --out " + dir + "/d.mcap " + drive_dir, &out), 0)
+      << out;
+  EXPECT_EQ(out, "wrote " + dir + "/d.mcap (10 frames)\n");
+  ASSERT_EQ(test::RunCli("import " + dir + "/d.mcap --out " + dir + "/back", &out), 0) << out;
+  EXPECT_NE(out.find("imported 10 frames from /dejaview/points, poses from /dejaview/pose (10 "
+                     "samples, 10 frames posed)"),
+            std::string::npos)
+      << out;
+  auto a = OpenDrive(drive_dir), b = OpenDrive(dir + "/back");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ExpectSameDrive(*a, *b);
+  EXPECT_EQ(test::RunCli("export --format ply --out x " + drive_dir, &out), 2);
+  EXPECT_NE(out.find("--format: 'ply' is not batches or mcap"), std::string::npos) << out;
+}
+
 TEST(DriveMcap, DriveWithoutPosesStaysInTheSensorFrame) {
   const std::string dir = test::ScratchDir();
   PointCloud cloud;
