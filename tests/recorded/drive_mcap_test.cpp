@@ -6,8 +6,11 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/codec/codec.h"
 #include "dejaview/recorded/drive_mcap.h"
 #include "dejaview/recorded/ros_messages.h"
+#include "dejaview/server/storage.h"
+#include "dejaview/transport/spool.h"
 #include "testutil.h"
 
 namespace dv::recorded {
@@ -80,6 +83,52 @@ TEST(DriveMcap, CliExportThenImportGivesTheDrive) {
   ExpectSameDrive(*a, *b);
   EXPECT_EQ(test::RunCli("export --format ply --out x " + drive_dir, &out), 2);
   EXPECT_NE(out.find("--format: 'ply' is not batches or mcap"), std::string::npos) << out;
+}
+
+// Three stored frames of one KITTI scan (intra-coded) at three poses, as the server stores them.
+void StoreThreeFrames(const std::string& store_dir) {
+  auto storage = server::OpenStorage(store_dir, "", "");
+  ASSERT_TRUE(storage.ok()) << storage.status().ToString();
+  auto cloud = ReadKittiBin(test::KittiSeq("00") + "/velodyne/000000.bin");
+  ASSERT_TRUE(cloud.ok());
+  auto delta = codec::Encoder(nullptr).Encode(*cloud, Pose::Identity(), {}, {});
+  ASSERT_TRUE(delta.ok()) << delta.status().ToString();
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    transport::SpoolRecord rec;
+    rec.meta.vehicle = "veh-1";
+    rec.meta.drive = "d1";
+    rec.meta.sequence = seq;
+    rec.meta.timestamp_ns = 1700000000000000000 + int64_t(seq) * 100000000;
+    rec.meta.T_map_sensor.linear() =
+        Eigen::AngleAxisd(0.2 * double(seq), Eigen::Vector3d::UnitZ()).toRotationMatrix();
+    rec.meta.T_map_sensor.translation() = Eigen::Vector3d(3.0 * double(seq), 1, 0);
+    rec.payload = *delta;
+    const auto body = transport::EncodeRecord(rec);
+    store::FrameRecord row;
+    row.vehicle = rec.meta.vehicle;
+    row.drive = rec.meta.drive;
+    row.sequence = rec.meta.sequence;
+    row.timestamp_ns = rec.meta.timestamp_ns;
+    row.T_map_sensor = rec.meta.T_map_sensor;
+    row.object = *storage->store->Put(body.data(), body.size());
+    ASSERT_TRUE(*storage->index->Insert(row));
+  }
+}
+
+TEST(DriveMcap, QueryExportImportsAsTheKittiExportOfTheSameQuery) {
+  const std::string dir = test::ScratchDir();
+  StoreThreeFrames(dir + "/store");
+  ASSERT_TRUE(MakeDirs(dir + "/maps").ok());
+  const std::string query = " --store " + dir + "/store --maps " + dir + "/maps --out " + dir;
+  std::string out;
+  ASSERT_EQ(test::RunCli("export" + query + "/kitti", &out), 0) << out;
+  ASSERT_EQ(test::RunCli("export --format mcap" + query + "/q.mcap", &out), 0) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/q.mcap.frames.tmp"));
+  ASSERT_EQ(test::RunCli("import " + dir + "/q.mcap --out " + dir + "/back", &out), 0) << out;
+  auto kitti = OpenDrive(dir + "/kitti"), back = OpenDrive(dir + "/back");
+  ASSERT_TRUE(kitti.ok() && back.ok());
+  ASSERT_EQ(back->size(), 3u);
+  ExpectSameDrive(*kitti, *back);
 }
 
 TEST(DriveMcap, DriveWithoutPosesStaysInTheSensorFrame) {
