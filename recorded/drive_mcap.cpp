@@ -9,8 +9,8 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
-#include "dejaview/recorded/mcap.h"
 #include "dejaview/recorded/mcap_writer.h"
+#include "dejaview/recorded/recording.h"
 #include "dejaview/recorded/ros_messages.h"
 
 namespace dv::recorded {
@@ -22,9 +22,8 @@ constexpr const char* kPointsTopic = "/dejaview/points";
 constexpr const char* kPoseTopic = "/dejaview/pose";
 constexpr int64_t kDefaultPeriodNs = 100000000;  // 10 Hz when a drive has no timestamps
 
-std::string What(const std::string& path, const McapMessageView& v) {
-  return path + ": " + v.channel->topic + " message at log time " +
-         std::to_string(v.message->log_time);
+std::string What(const std::string& path, const RecordedMessage& m) {
+  return path + ": " + *m.topic + " message at log time " + std::to_string(m.log_time_ns);
 }
 
 // Every channel's schema name by topic, and every pose sample of every pose channel by topic
@@ -36,15 +35,14 @@ struct FirstPass {
 
 StatusOr<FirstPass> ReadChannelsAndPoses(const std::string& path) {
   FirstPass pass;
-  const Status read = ReadMcapMessages(path, [&](const McapMessageView& v) -> Status {
-    pass.types.emplace(v.channel->topic, *v.schema_name);
-    if (!IsPoseType(*v.schema_name)) return Status::Ok();
-    if (v.channel->message_encoding != "cdr")
-      return Status::InvalidArgument(What(path, v) + ": encoding '" + v.channel->message_encoding +
+  const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
+    pass.types.emplace(*m.topic, *m.type);
+    if (!IsPoseType(*m.type)) return Status::Ok();
+    if (*m.encoding != "cdr")
+      return Status::InvalidArgument(What(path, m) + ": encoding '" + *m.encoding +
                                      "', expected cdr");
-    DV_ASSIGN_OR_RETURN(auto poses, DecodePoses(*v.schema_name, v.message->data.data,
-                                                v.message->data.size, What(path, v)));
-    auto& all = pass.poses[v.channel->topic];
+    DV_ASSIGN_OR_RETURN(auto poses, DecodePoses(*m.type, m.data.data, m.data.size, What(path, m)));
+    auto& all = pass.poses[*m.topic];
     all.insert(all.end(), poses.begin(), poses.end());
     return Status::Ok();
   });
@@ -173,28 +171,27 @@ void ToSensorFrame(const Pose& T_world_sensor, transport::RawFrame* frame) {
 
 }  // namespace
 
-StatusOr<McapImportStats> ImportMcapDrive(const std::string& mcap_path, const std::string& out_dir,
-                                          const McapImportOptions& options) {
-  DV_ASSIGN_OR_RETURN(FirstPass pass, ReadChannelsAndPoses(mcap_path));
-  McapImportStats stats;
+StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string& out_dir,
+                                      const ImportOptions& options) {
+  DV_ASSIGN_OR_RETURN(FirstPass pass, ReadChannelsAndPoses(path));
+  ImportStats stats;
   DV_ASSIGN_OR_RETURN(stats.cloud_topic,
-                      ChooseTopic(pass, mcap_path, options.cloud_topic, "--topic", IsCloud, true));
+                      ChooseTopic(pass, path, options.cloud_topic, "--topic", IsCloud, true));
   DV_ASSIGN_OR_RETURN(stats.pose_topic,
-                      ChooseTopic(pass, mcap_path, options.pose_topic, "--pose-topic",
+                      ChooseTopic(pass, path, options.pose_topic, "--pose-topic",
                                   options.pose_topic.empty() ? IsPoseChannel : IsAnyPose, false));
   const bool is_tf = !stats.pose_topic.empty() && pass.types[stats.pose_topic] == kTfMessageType;
   std::optional<PoseTrack> track;
   DV_RETURN_IF_ERROR(MakeDirs(out_dir + "/velodyne"));
   std::vector<int64_t> stamps_ns;
   std::vector<Pose> poses;
-  const Status read = ReadMcapMessages(mcap_path, [&](const McapMessageView& v) -> Status {
-    if (v.channel->topic != stats.cloud_topic) return Status::Ok();
-    const std::string what = What(mcap_path, v);
-    if (v.channel->message_encoding != "cdr")
-      return Status::InvalidArgument(what + ": encoding '" + v.channel->message_encoding +
-                                     "', expected cdr");
+  const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
+    if (*m.topic != stats.cloud_topic) return Status::Ok();
+    const std::string what = What(path, m);
+    if (*m.encoding != "cdr")
+      return Status::InvalidArgument(what + ": encoding '" + *m.encoding + "', expected cdr");
     DV_ASSIGN_OR_RETURN(transport::RawFrame frame,
-                        DecodePointCloud2(v.message->data.data, v.message->data.size, what));
+                        DecodePointCloud2(m.data.data, m.data.size, what));
     const transport::FrameHeader& h = frame.header;
     if (!track && !stats.pose_topic.empty()) {
       track.emplace(std::move(pass.poses[stats.pose_topic]), options.tf_parent,

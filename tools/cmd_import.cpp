@@ -1,4 +1,5 @@
-// dejaview import: a recorded drive (MCAP) into a drive folder that replay, encode and bench read.
+// dejaview import: a recording (MCAP, ROS 2 .db3) into a drive folder that replay, encode and
+// bench read.
 #include <cstdio>
 
 #include "commands.h"
@@ -13,7 +14,8 @@ int RunImport(int argc, char** argv) {
   if (!args.ok()) return Fail("import", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
-        "usage: dejaview import SRC.mcap --out DRIVE [--topic /points] [--pose-topic /odom]\n"
+        "usage: dejaview import SRC.mcap|SRC.db3 --out DRIVE [--topic /points] [--pose-topic "
+        "/odom]\n"
         "         [--tf-parent map] [--tf-child lidar]   (with a tf2_msgs/TFMessage pose topic)\n"
         "writes DRIVE/{velodyne/*.bin, timestamps.txt, poses.txt} from the "
         "sensor_msgs/PointCloud2\n"
@@ -21,12 +23,12 @@ int RunImport(int argc, char** argv) {
         "default: the only PoseStamped or Odometry topic); spec: docs/recorded.md\n");
     return args->Has("help") ? kOk : kUsage;
   }
-  recorded::McapImportOptions options;
+  recorded::ImportOptions options;
   options.cloud_topic = args->Get("topic");
   options.pose_topic = args->Get("pose-topic");
   options.tf_parent = args->Get("tf-parent");
   options.tf_child = args->Get("tf-child");
-  auto stats = recorded::ImportMcapDrive(args->positional()[0], args->Get("out"), options);
+  auto stats = recorded::ImportRecording(args->positional()[0], args->Get("out"), options);
   if (!stats.ok()) return Fail("import", stats.status());
   std::printf("imported %zu frames from %s", stats->frames, stats->cloud_topic.c_str());
   if (!stats->pose_topic.empty()) {

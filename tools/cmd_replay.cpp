@@ -13,6 +13,7 @@
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/recorded/drive_mcap.h"
+#include "dejaview/recorded/recording.h"
 #include "dejaview/transport/wire.h"
 
 namespace dv::cli {
@@ -70,7 +71,8 @@ StatusOr<std::vector<Pose>> VerbatimPoses(const std::string& path,
   return out;
 }
 
-// An MCAP recording is replayed from a drive folder it is first imported into (dejaview import),
+// A recording (.mcap, ROS 2 .db3) is replayed from a drive folder it is first imported into
+// (dejaview import),
 // removed when replay ends.
 class ImportedDrive {
  public:
@@ -78,13 +80,13 @@ class ImportedDrive {
     std::error_code ignored;
     if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
   }
-  StatusOr<std::string> Import(const std::string& mcap, const recorded::McapImportOptions& o) {
+  StatusOr<std::string> Import(const std::string& recording, const recorded::ImportOptions& o) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "dejaview-replay-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr)
       return Status::IoError(tmpl + ": " + std::strerror(errno));
     dir_ = tmpl;
-    DV_ASSIGN_OR_RETURN(const auto stats, recorded::ImportMcapDrive(mcap, dir_, o));
-    std::fprintf(stderr, "dejaview replay: %s: %zu frames from %s%s%s\n", mcap.c_str(),
+    DV_ASSIGN_OR_RETURN(const auto stats, recorded::ImportRecording(recording, dir_, o));
+    std::fprintf(stderr, "dejaview replay: %s: %zu frames from %s%s%s\n", recording.c_str(),
                  stats.frames, stats.cloud_topic.c_str(),
                  stats.posed == stats.frames && stats.frames > 0 ? ", poses from " : "",
                  stats.posed == stats.frames ? stats.pose_topic.c_str() : "");
@@ -95,16 +97,12 @@ class ImportedDrive {
   std::string dir_;
 };
 
-bool IsMcap(const std::string& path) {
-  return path.size() > 5 && path.compare(path.size() - 5, 5, ".mcap") == 0;
-}
-
 }  // namespace
 
 int RunReplay(int argc, char** argv) {
   auto args = Args::Parse(
       argc, argv,
-      {"endpoint", "rate", "topic", "pose-topic", "wait-ms", "mcap-topic", "mcap-pose-topic"},
+      {"endpoint", "rate", "topic", "pose-topic", "wait-ms", "source-topic", "source-pose-topic"},
       {"fast", "loop", "lz4", "help", "quiet", "prior"});
   if (!args.ok()) return Fail("replay", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("endpoint")) {
@@ -112,8 +110,8 @@ int RunReplay(int argc, char** argv) {
         "usage: dejaview replay DRIVE --endpoint tcp://HOST:PORT [--rate 1.0|--fast] [--loop]\n"
         "         [--topic lidar/top/points/] [--pose-topic pose/] [--lz4] [--wait-ms 5000]\n"
         "         [--prior]   (publish poses_prior.txt, a localiser's estimate, not poses.txt)\n"
-        "       DRIVE may be an .mcap recording (dejaview import; its topics: [--mcap-topic T]\n"
-        "         [--mcap-pose-topic T])\n"
+        "       DRIVE may be a recording, .mcap or ROS 2 .db3 (as dejaview import reads it; its\n"
+        "         topics: [--source-topic T] [--source-pose-topic T])\n"
         "binds a PUB socket and publishes frames (and poses) at the recorded rate\n");
     return args->Has("help") ? kOk : kUsage;
   }
@@ -129,10 +127,10 @@ int RunReplay(int argc, char** argv) {
   }
   ImportedDrive imported;
   std::string source = args->positional()[0];
-  if (IsMcap(source)) {
-    recorded::McapImportOptions o;
-    o.cloud_topic = args->Get("mcap-topic");
-    o.pose_topic = args->Get("mcap-pose-topic");
+  if (recorded::IsRecording(source)) {
+    recorded::ImportOptions o;
+    o.cloud_topic = args->Get("source-topic");
+    o.pose_topic = args->Get("source-pose-topic");
     auto dir = imported.Import(source, o);
     if (!dir.ok()) return Fail("replay", dir.status());
     source = *dir;

@@ -55,7 +55,7 @@ TEST(DriveMcap, KittiDriveExportedAndImportedIsTheSameDrive) {
   ASSERT_FALSE(drive->poses.empty());
   const std::string dir = test::ScratchDir();
   ASSERT_TRUE(ExportDriveMcap(*drive, dir + "/drive.mcap").ok());
-  auto stats = ImportMcapDrive(dir + "/drive.mcap", dir + "/back", {});
+  auto stats = ImportRecording(dir + "/drive.mcap", dir + "/back", {});
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(stats->frames, drive->size());
   EXPECT_EQ(stats->posed, drive->size());
@@ -141,7 +141,7 @@ TEST(DriveMcap, DriveWithoutPosesStaysInTheSensorFrame) {
   auto drive = OpenDrive(dir + "/in");
   ASSERT_TRUE(drive.ok());
   ASSERT_TRUE(ExportDriveMcap(*drive, dir + "/d.mcap").ok());
-  auto stats = ImportMcapDrive(dir + "/d.mcap", dir + "/out", {});
+  auto stats = ImportRecording(dir + "/d.mcap", dir + "/out", {});
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(stats->posed, 0u);
   EXPECT_FALSE(std::filesystem::exists(dir + "/out/poses.txt"));

@@ -2,16 +2,19 @@
 // @foxglove/cdr) as real processes: the frames come out exactly as written, with the poses of
 // whichever pose topic is chosen.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/recorded/mcap.h"
+#include "dejaview/recorded/recording.h"
 #include "dejaview/recorded/ros_messages.h"
 #include "testutil.h"
 
@@ -156,6 +159,63 @@ TEST_F(ReferenceMcap, AmbiguousOrMissingTopicsAndCorruptFilesAreClearErrors) {
   EXPECT_NE(out.find(dir_ + "/cut.mcap: offset "), std::string::npos) << out;
 }
 
+// rosbag2's sqlite3 storage (its schema as rosbag2 creates it), holding every message of the
+// reference MCAP byte for byte.
+void WriteDb3(const std::string& mcap, const std::string& db3) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db3.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db,
+                   "CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT "
+                   "NOT NULL, serialization_format TEXT NOT NULL, offered_qos_profiles TEXT "
+                   "NOT NULL);"
+                   "CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, "
+                   "timestamp INTEGER NOT NULL, data BLOB NOT NULL);",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  std::map<std::string, int64_t> ids;
+  sqlite3_stmt *topic = nullptr, *message = nullptr;
+  sqlite3_prepare_v2(db, "INSERT INTO topics VALUES(?, ?, ?, ?, '')", -1, &topic, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO messages(topic_id, timestamp, data) VALUES(?, ?, ?)", -1,
+                     &message, nullptr);
+  ASSERT_TRUE(ReadRecordedMessages(mcap, [&](const RecordedMessage& m) {
+                if (!ids.count(*m.topic)) {
+                  const int64_t id = int64_t(ids.size()) + 1;
+                  ids[*m.topic] = id;
+                  sqlite3_bind_int64(topic, 1, id);
+                  sqlite3_bind_text(topic, 2, m.topic->c_str(), -1, SQLITE_TRANSIENT);
+                  sqlite3_bind_text(topic, 3, m.type->c_str(), -1, SQLITE_TRANSIENT);
+                  sqlite3_bind_text(topic, 4, m.encoding->c_str(), -1, SQLITE_TRANSIENT);
+                  EXPECT_EQ(sqlite3_step(topic), SQLITE_DONE);
+                  sqlite3_reset(topic);
+                }
+                sqlite3_bind_int64(message, 1, ids[*m.topic]);
+                sqlite3_bind_int64(message, 2, int64_t(m.log_time_ns));
+                sqlite3_bind_blob(message, 3, m.data.data, int(m.data.size), SQLITE_TRANSIENT);
+                EXPECT_EQ(sqlite3_step(message), SQLITE_DONE);
+                sqlite3_reset(message);
+                return Status::Ok();
+              }).ok());
+  sqlite3_finalize(topic);
+  sqlite3_finalize(message);
+  sqlite3_close(db);
+}
+
+TEST_F(ReferenceMcap, ImportsTheSameFromARos2BagOfTheSameMessages) {
+  WriteDb3(Mcap(), dir_ + "/bag.db3");
+  std::string out;
+  ASSERT_EQ(test::RunCli("import " + dir_ + "/bag.db3 --out " + dir_ +
+                             "/d --topic /lidar/points --pose-topic /tf",
+                         &out),
+            0)
+      << out;
+  ExpectFrames(dir_ + "/d");
+  ExpectPoses(dir_ + "/d", kFrameYaw, kFrameT);
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/junk.db3", std::string(4096, 'x')).ok());
+  EXPECT_EQ(test::RunCli("import " + dir_ + "/junk.db3 --out " + dir_ + "/j", &out), 3);
+  EXPECT_NE(out.find(dir_ + "/junk.db3: "), std::string::npos) << out;
+}
+
 TEST_F(ReferenceMcap, ReplaysAnMcapIntoARecorder) {
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(40000 + ::getpid() % 20000);
   std::string rec_out, rep_out;
@@ -166,8 +226,8 @@ TEST_F(ReferenceMcap, ReplaysAnMcapIntoARecorder) {
                           &rec_out);
   });
   const int rep_rc = test::RunCli("replay " + Mcap() +
-                                      " --quiet --fast --wait-ms 20000 --mcap-topic /lidar/points"
-                                      " --mcap-pose-topic /odom --endpoint " +
+                                      " --quiet --fast --wait-ms 20000 --source-topic /lidar/points"
+                                      " --source-pose-topic /odom --endpoint " +
                                       endpoint,
                                   &rep_out);
   recorder.join();

@@ -1,4 +1,5 @@
-// Drives (docs/formats.md) to and from MCAP files (docs/recorded.md).
+// Drives (docs/formats.md) from recordings (MCAP, ROS 2 .db3) and to MCAP files
+// (docs/recorded.md).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,7 @@
 
 namespace dv::recorded {
 
-struct McapImportOptions {
+struct ImportOptions {
   // A sensor_msgs/msg/PointCloud2 channel; empty: the file's only one.
   std::string cloud_topic;
   // A geometry_msgs/msg/PoseStamped, nav_msgs/msg/Odometry or tf2_msgs/msg/TFMessage channel;
@@ -20,18 +21,19 @@ struct McapImportOptions {
   std::string tf_parent, tf_child;
 };
 
-struct McapImportStats {
+struct ImportStats {
   size_t frames = 0, posed = 0, pose_samples = 0;
   std::string cloud_topic, pose_topic;
 };
 
-// Writes DRIVE/velodyne/NNNNNN.bin (x y z intensity, docs/wire.md's mapping of the cloud's
-// field table), timestamps.txt (the clouds' header stamps, epoch seconds to the nanosecond) and
-// poses.txt when every frame has a pose: a sample at the frame's stamp, else the two around it
-// interpolated. A cloud whose frame_id is the poses' parent frame (a world-frame cloud, as
-// ExportDriveMcap writes) is taken back into the sensor frame by its pose's inverse.
-StatusOr<McapImportStats> ImportMcapDrive(const std::string& mcap_path, const std::string& out_dir,
-                                          const McapImportOptions& options);
+// Reads an .mcap or a ROS 2 .db3 (recording.h) and writes DRIVE/velodyne/NNNNNN.bin (x y z
+// intensity, docs/wire.md's mapping of the cloud's field table), timestamps.txt (the clouds' header
+// stamps, epoch seconds to the nanosecond) and poses.txt when every frame has a pose: a sample at
+// the frame's stamp, else the two around it interpolated. A cloud whose frame_id is the poses'
+// parent frame (a world-frame cloud, as ExportDriveMcap writes) is taken back into the sensor frame
+// by its pose's inverse.
+StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string& out_dir,
+                                      const ImportOptions& options);
 
 // Writes a drive as MCAP (profile ros2, CDR): each frame a sensor_msgs/msg/PointCloud2 on
 // /dejaview/points (x y z float64, intensity float32) in the world frame "map" when the drive
