@@ -1,5 +1,8 @@
 #include "dejaview/base/pcd.h"
 
+#include <lzf.h>
+
+#include <cstring>
 #include <map>
 
 #include "dejaview/base/file_util.h"
@@ -111,6 +114,59 @@ StatusOr<std::vector<RecordField>> ParseFields(const std::string& name,
   return fields;
 }
 
+// LZF emits at most 264 bytes per 3-byte back reference, so n compressed bytes hold at most 88 n.
+constexpr uint64_t kLzfMaxRatio = 88;
+
+// DATA binary_compressed as PCL writes it: u32 compressed size, u32 decompressed size, then one
+// LZF block holding the fields one after another (every point's value of the first field, then
+// of the second, ...), padding fields "_" left out. Rebuilt here into the packed records that
+// DATA binary holds (padding zeroed), checked against the header before anything is allocated.
+StatusOr<std::vector<uint8_t>> DecompressRecords(const std::vector<RecordField>& fields,
+                                                 size_t record_bytes, uint64_t points,
+                                                 const uint8_t* data, size_t size, size_t at,
+                                                 const std::string& name) {
+  const auto error = [&](size_t offset, const std::string& what) {
+    return Status::Corruption(name + ": offset " + std::to_string(offset) + ": " + what);
+  };
+  uint32_t packed = 0, unpacked = 0;
+  if (size - at < 8) return error(at, "binary_compressed body ends before its two sizes");
+  std::memcpy(&packed, data + at, 4);
+  std::memcpy(&unpacked, data + at + 4, 4);
+  uint64_t soa_bytes = 0;
+  for (const RecordField& f : fields) {
+    if (f.name != "_") soa_bytes += uint64_t(f.type.size) * f.count * points;
+  }
+  if (unpacked != soa_bytes) {
+    return error(at + 4, "decompressed size " + std::to_string(unpacked) + " is not the " +
+                             std::to_string(soa_bytes) + " bytes the fields and POINTS make");
+  }
+  if (packed > size - at - 8) {
+    return error(at,
+                 "compressed size " + std::to_string(packed) + " runs past the end of the file");
+  }
+  if (unpacked > uint64_t(packed) * kLzfMaxRatio) {
+    return error(at, "decompressed size " + std::to_string(unpacked) + " is more than " +
+                         std::to_string(packed) + " LZF bytes can hold");
+  }
+  std::vector<uint8_t> soa(unpacked);
+  if (unpacked > 0 && lzf_decompress(data + at + 8, packed, soa.data(), unpacked) != unpacked) {
+    return error(at + 8, "LZF data does not decompress to " + std::to_string(unpacked) + " bytes");
+  }
+  std::vector<uint8_t> records(size_t(points) * record_bytes, 0);
+  size_t offset = 0;  // the field's offset in a record, in declaration order
+  const uint8_t* column = soa.data();
+  for (const RecordField& f : fields) {
+    const size_t bytes = size_t(f.type.size) * f.count;
+    if (f.name != "_") {
+      for (size_t i = 0; i < points; ++i)
+        std::memcpy(&records[i * record_bytes + offset], column + i * bytes, bytes);
+      column += bytes * points;
+    }
+    offset += bytes;
+  }
+  return records;
+}
+
 }  // namespace
 
 StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::string& name) {
@@ -149,15 +205,13 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
   }
   const HeaderLine& data_line = lines["DATA"];
   const std::string encoding = data_line.values.size() == 1 ? std::string(data_line.values[0]) : "";
-  if (encoding == "binary_compressed") {
-    return HeaderError(name, data_line.line_no,
-                       "DATA binary_compressed is not supported (save as binary or ascii)");
-  }
-  if (encoding != "binary" && encoding != "ascii") {
-    return HeaderError(name, data_line.line_no,
-                       "DATA '" + internal::Printable(encoding) + "' is not ascii or binary");
+  if (encoding != "binary" && encoding != "ascii" && encoding != "binary_compressed") {
+    return HeaderError(
+        name, data_line.line_no,
+        "DATA '" + internal::Printable(encoding) + "' is not ascii, binary or binary_compressed");
   }
   DV_ASSIGN_OR_RETURN(std::vector<RecordField> fields, ParseFields(name, lines));
+  const std::vector<RecordField> field_list = fields;
   DV_ASSIGN_OR_RETURN(RecordLayout layout, RecordLayout::Make(std::move(fields), name));
 
   if (!lines.count("WIDTH")) return Status::Corruption(name + ": header has no WIDTH line");
@@ -181,6 +235,14 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
     }
   }
 
+  if (encoding == "binary_compressed") {
+    DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> records,
+                        DecompressRecords(field_list, layout.record_bytes(), points, data, size,
+                                          cursor.offset(), name));
+    LineCursor body(records.data(), records.size());
+    return internal::ReadRecords(layout, points, CloudEncoding::kBinary, records.data(),
+                                 records.size(), &body, name);
+  }
   return internal::ReadRecords(
       layout, points, encoding == "binary" ? CloudEncoding::kBinary : CloudEncoding::kAscii, data,
       size, &cursor, name);

@@ -15,7 +15,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get install -y -q --no-install-recommends g++-aarch64-linux-gnu qemu-user \
   libzmq3-dev:arm64 liblz4-dev:arm64 libzstd-dev:arm64 libyaml-cpp0.7:arm64 \
-  libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64
+  libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64 liblzf-dev:arm64
 # libyaml-cpp-dev is not Multi-Arch: same in Debian 12 (installing :arm64 removes the host's
 # :amd64 one), so its arm64 files are unpacked into a private prefix instead.
 sysroot=build-arm64/sysroot

@@ -11,15 +11,21 @@ PKGS=(
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
   python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
+  zlib1g-dev liblzf-dev
 )
-# The store tests' S3-compatible server (s3rver, npm), installed into the project (.deps/).
-install_s3rver() {
+# npm packages the tests run, installed into the project (.deps/): the store tests' S3-compatible
+# server (s3rver) and the reference MCAP and CDR writers (@mcap/core, @foxglove/cdr) for the
+# recorded-drive tests.
+install_npm_packages() {
   local dir; dir="$(cd "$(dirname "$0")/.." && pwd)/.deps"
-  [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] && return 0
+  [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] &&
+    [ -f "$dir/node_modules/@mcap/core/package.json" ] &&
+    [ -f "$dir/node_modules/@foxglove/cdr/package.json" ] && return 0
   command -v npm >/dev/null || $SUDO apt-get install -y -q --no-install-recommends npm
-  npm install --prefix "$dir" --no-audit --no-fund --silent s3rver@3.7.1
+  npm install --prefix "$dir" --no-audit --no-fund --silent s3rver@3.7.1 \
+    @mcap/core@2.2.2 @foxglove/cdr@3.5.0
 }
-trap install_s3rver EXIT
+trap install_npm_packages EXIT
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

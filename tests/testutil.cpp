@@ -39,8 +39,12 @@ int RunCli(const std::string& args, std::string* output) {
   (void)args;
   return -1;
 #else
-  const std::string cmd = std::string(DEJAVIEW_CLI) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
+  return RunCommand(std::string(DEJAVIEW_CLI) + " " + args, output);
+#endif
+}
+
+int RunCommand(const std::string& command, std::string* output) {
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
   if (!p) return -1;
   std::array<char, 4096> buf{};
   output->clear();
@@ -48,7 +52,6 @@ int RunCli(const std::string& args, std::string* output) {
   while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) output->append(buf.data(), n);
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-#endif
 }
 
 }  // namespace dv::test

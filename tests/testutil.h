@@ -13,5 +13,7 @@ std::string FixturePath(const std::string& name);
 std::string ScratchDir();
 // Runs the dejaview CLI with args; returns the exit status and captures stdout+stderr.
 int RunCli(const std::string& args, std::string* output);
+// Runs a shell command line likewise.
+int RunCommand(const std::string& command, std::string* output);
 
 }  // namespace dv::test

@@ -60,11 +60,17 @@ StatusOr<server::ExportOptions> ParseExportOptions(const Args& args) {
 }  // namespace
 
 int RunExport(int argc, char** argv) {
-  auto args = Args::Parse(
-      argc, argv,
-      FrameQueryKeys({"out", "maps", "layout", "batch", "seed", "prefetch", "tiers", "threads"}),
-      {"help"});
+  auto args = Args::Parse(argc, argv,
+                          FrameQueryKeys({"out", "maps", "layout", "batch", "seed", "prefetch",
+                                          "tiers", "threads", "format"}),
+                          {"help"});
   if (!args.ok()) return Fail("export", args.status());
+  const std::string format = args->Get("format", "batches");
+  if (format == "mcap") return RunExportMcap(*args);
+  if (format != "batches") {
+    return Fail("export",
+                Status::InvalidArgument("--format: '" + format + "' is not batches or mcap"));
+  }
   if (args->Has("help") || !args->Has("out") || !args->Has("maps") ||
       !(args->Has("db") || args->Has("store"))) {
     std::printf(
@@ -74,7 +80,8 @@ int RunExport(int argc, char** argv) {
         "  --seed S: shuffled order from seed S (default: index order)\n"
         "  --tiers memory,disk,remote (default all)  --prefetch N objects ahead (default 8)\n"
         "  --threads N frames decoded side by side (default: all cores); the same bytes for any "
-        "N\n",
+        "N\n"
+        "  --format batches|mcap (default batches; mcap: --out OUT.mcap, a DRIVE or a query)\n",
         kFrameQueryUsage);
     return args->Has("help") ? kOk : kUsage;
   }

@@ -1,6 +1,10 @@
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <thread>
 #include <zmq.hpp>
 
@@ -8,6 +12,8 @@
 #include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/recorded/drive_mcap.h"
+#include "dejaview/recorded/recording.h"
 #include "dejaview/transport/wire.h"
 
 namespace dv::cli {
@@ -65,17 +71,47 @@ StatusOr<std::vector<Pose>> VerbatimPoses(const std::string& path,
   return out;
 }
 
+// A recording (.mcap, ROS 2 .db3) is replayed from a drive folder it is first imported into
+// (dejaview import),
+// removed when replay ends.
+class ImportedDrive {
+ public:
+  ~ImportedDrive() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  StatusOr<std::string> Import(const std::string& recording, const recorded::ImportOptions& o) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "dejaview-replay-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      return Status::IoError(tmpl + ": " + std::strerror(errno));
+    dir_ = tmpl;
+    DV_ASSIGN_OR_RETURN(const auto stats, recorded::ImportRecording(recording, dir_, o));
+    std::fprintf(stderr, "dejaview replay: %s: %zu frames from %s%s%s\n", recording.c_str(),
+                 stats.frames, stats.cloud_topic.c_str(),
+                 stats.posed == stats.frames && stats.frames > 0 ? ", poses from " : "",
+                 stats.posed == stats.frames ? stats.pose_topic.c_str() : "");
+    return dir_;
+  }
+
+ private:
+  std::string dir_;
+};
+
 }  // namespace
 
 int RunReplay(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, {"endpoint", "rate", "topic", "pose-topic", "wait-ms"},
-                          {"fast", "loop", "lz4", "help", "quiet", "prior"});
+  auto args = Args::Parse(
+      argc, argv,
+      {"endpoint", "rate", "topic", "pose-topic", "wait-ms", "source-topic", "source-pose-topic"},
+      {"fast", "loop", "lz4", "help", "quiet", "prior"});
   if (!args.ok()) return Fail("replay", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("endpoint")) {
     std::printf(
         "usage: dejaview replay DRIVE --endpoint tcp://HOST:PORT [--rate 1.0|--fast] [--loop]\n"
         "         [--topic lidar/top/points/] [--pose-topic pose/] [--lz4] [--wait-ms 5000]\n"
         "         [--prior]   (publish poses_prior.txt, a localiser's estimate, not poses.txt)\n"
+        "       DRIVE may be a recording, .mcap or ROS 2 .db3 (as dejaview import reads it; its\n"
+        "         topics: [--source-topic T] [--source-pose-topic T])\n"
         "binds a PUB socket and publishes frames (and poses) at the recorded rate\n");
     return args->Has("help") ? kOk : kUsage;
   }
@@ -89,7 +125,17 @@ int RunReplay(int argc, char** argv) {
   if (topic.empty() || topic.back() != '/' || pose_topic.empty() || pose_topic.back() != '/') {
     return Fail("replay", Status::InvalidArgument("topics must end in '/' (docs/wire.md)"));
   }
-  auto drive = OpenDrive(args->positional()[0]);
+  ImportedDrive imported;
+  std::string source = args->positional()[0];
+  if (recorded::IsRecording(source)) {
+    recorded::ImportOptions o;
+    o.cloud_topic = args->Get("source-topic");
+    o.pose_topic = args->Get("source-pose-topic");
+    auto dir = imported.Import(source, o);
+    if (!dir.ok()) return Fail("replay", dir.status());
+    source = *dir;
+  }
+  auto drive = OpenDrive(source);
   if (!drive.ok()) return Fail("replay", drive.status());
   const bool fast = args->Has("fast"), loop = args->Has("loop"), quiet = args->Has("quiet");
   if (args->Has("prior")) {

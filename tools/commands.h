@@ -3,6 +3,8 @@
 
 namespace dv::cli {
 
+class Args;
+
 int RunInfo(int argc, char** argv);
 int RunCompare(int argc, char** argv);
 int RunMap(int argc, char** argv);
@@ -18,5 +20,8 @@ int RunSimulate(int argc, char** argv);
 int RunReplay(int argc, char** argv);
 int RunRecord(int argc, char** argv);
 int RunRender(int argc, char** argv);
+int RunImport(int argc, char** argv);
+// dejaview export --format mcap (cmd_export_mcap.cpp), given export's parsed arguments.
+int RunExportMcap(const Args& args);
 
 }  // namespace dv::cli

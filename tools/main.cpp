@@ -35,6 +35,7 @@ constexpr Command kCommands[] = {
     {"replay", "publish a drive's frames and poses over ZeroMQ", dv::cli::RunReplay},
     {"record", "subscribe to frames and poses and write a drive", dv::cli::RunRecord},
     {"render", "draw frames side by side (top-down, sensor view) into a PNG", dv::cli::RunRender},
+    {"import", "a recording (MCAP, ROS 2 .db3) into a drive folder", dv::cli::RunImport},
 };
 
 void PrintHelp() {

@@ -271,6 +271,8 @@ uint64_t WireCounters::Total() const {
   return n;
 }
 
+Status CheckFrameLayout(const FrameHeader& header) { return CheckLayout(header, nullptr); }
+
 StatusOr<std::vector<uint8_t>> EncodeFrame(const FrameHeader& h, const uint8_t* points,
                                            size_t size) {
   DV_RETURN_IF_ERROR(CheckLayout(h, nullptr));

@@ -52,8 +52,10 @@ std::vector<Case> Cases() {
       {"pcd_version.pcd", "VERSION 0.5\n" + kXyzi + Wh(1) + "DATA ascii\n", kC,
        ":1: unsupported VERSION '0.5' (dejaview reads PCD v0.7)"},
       {"pcd_compressed.pcd", Pcd(kXyzi, Wh(1), "binary_compressed") + Records(1, 16), kC,
-       ":9: DATA binary_compressed is not supported (save as binary or ascii)"},
-      {"pcd_data_kind.pcd", Pcd(kXyzi, Wh(1), "hex"), kC, ":9: DATA 'hex' is not ascii or binary"},
+       ": offset " + std::to_string(Pcd(kXyzi, Wh(1), "binary_compressed").size() + 4) +
+           ": decompressed size 0 is not the 16 bytes the fields and POINTS make"},
+      {"pcd_data_kind.pcd", Pcd(kXyzi, Wh(1), "hex"), kC,
+       ":9: DATA 'hex' is not ascii, binary or binary_compressed"},
       {"pcd_duplicate_key.pcd", Pcd(kXyzi, Wh(1) + "WIDTH 1\n", "ascii"), kC,
        ":9: WIDTH appears twice"},
       {"pcd_no_fields.pcd", "VERSION 0.7\n" + Wh(1) + "DATA ascii\n", kC,

@@ -108,6 +108,44 @@ TEST(PcdPly, RingTimeAndAwkwardFloatsRoundTripInEveryEncoding) {
   EXPECT_EQ(finite.size(), c.size() - 3);
 }
 
+// PCL's own files (tests/data/README.md): the compressed one reads to the same bits as the binary
+// and ASCII ones, with ring and time.
+TEST(PcdPly, PclBinaryCompressedReadsAsItsBinaryAndAscii) {
+  auto ascii = ReadPcd(test::FixturePath("pcd/pcl_ascii.pcd"));
+  auto binary = ReadPcd(test::FixturePath("pcd/pcl_binary.pcd"));
+  auto compressed = ReadPcd(test::FixturePath("pcd/pcl_binary_compressed.pcd"));
+  ASSERT_TRUE(ascii.ok() && binary.ok()) << ascii.status().ToString() << binary.status().ToString();
+  ASSERT_TRUE(compressed.ok()) << compressed.status().ToString();
+  ASSERT_EQ(compressed->size(), 100u);
+  ExpectSameBits(*ascii, *compressed);
+  ExpectSameBits(*binary, *compressed);
+  EXPECT_EQ(compressed->ring[33], 1u);
+  EXPECT_EQ(compressed->xyz[0], Eigen::Vector3f(10.0f, 0.0f, -1.5f));
+}
+
+TEST(PcdPly, CorruptBinaryCompressedNamesTheOffset) {
+  auto bytes = ReadFileBytes(test::FixturePath("pcd/pcl_binary_compressed.pcd")).value();
+  const std::string text(bytes.begin(), bytes.end());
+  const size_t body = text.find("DATA binary_compressed\n") + 23;
+  auto cut = bytes;
+  cut.resize(body + 40);
+  auto s = ParsePcd(cut.data(), cut.size(), "c.pcd").status();
+  EXPECT_EQ(s.message(), "c.pcd: offset " + std::to_string(body) + ": compressed size " +
+                             std::to_string(bytes[body] | bytes[body + 1] << 8) +
+                             " runs past the end of the file");
+  auto flipped = bytes;
+  flipped[body + 8] = 0xff;  // an LZF back reference before any output
+  s = ParsePcd(flipped.data(), flipped.size(), "f.pcd").status();
+  EXPECT_EQ(s.message(), "f.pcd: offset " + std::to_string(body + 8) +
+                             ": LZF data does not decompress to 2200 bytes");
+  auto huge = bytes;
+  huge[body + 4] = 0xff;  // a decompressed size the header does not make
+  s = ParsePcd(huge.data(), huge.size(), "h.pcd").status();
+  EXPECT_NE(s.message().find("h.pcd: offset " + std::to_string(body + 4) + ": decompressed size"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(PcdPly, EmptyCloudRoundTrips) {
   const PointCloud empty;
   for (CloudEncoding e : {CloudEncoding::kBinary, CloudEncoding::kAscii}) {

@@ -1,5 +1,5 @@
 // PCD v0.7 (the Point Cloud Library's format), the subset dejaview reads and writes; spec in
-// docs/formats.md. Read: DATA ascii or binary (binary_compressed is rejected), fields by name
+// docs/formats.md. Read: DATA ascii, binary or binary_compressed (PCL's LZF), fields by name
 // (x y z required; intensity, ring and time/t optional; any other field, padding '_' included,
 // is skipped by its SIZE * COUNT), exactly POINTS records (trailing bytes ignored), POINTS equal
 // to WIDTH * HEIGHT, at most kMaxPointsPerFrame points, checked before anything is allocated.

@@ -115,6 +115,10 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const FrameHeader& header, const uint
                                            size_t size);
 std::vector<uint8_t> EncodePose(const PoseMessage& pose);
 
+// The field-table rules both apply (limits, datatypes, spans inside the stride, no overlaps,
+// unique names), for a producer that builds a RawFrame without encoding it (an import).
+Status CheckFrameLayout(const FrameHeader& header);
+
 // Decoders; counters may be null.
 StatusOr<RawFrame> DecodeFrame(const uint8_t* data, size_t size, WireCounters* counters);
 StatusOr<PoseMessage> DecodePose(const uint8_t* data, size_t size, WireCounters* counters);

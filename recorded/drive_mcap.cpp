@@ -1,0 +1,266 @@
+#include "dejaview/recorded/drive_mcap.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "dejaview/base/file_util.h"
+#include "dejaview/base/kitti.h"
+#include "dejaview/recorded/mcap_writer.h"
+#include "dejaview/recorded/recording.h"
+#include "dejaview/recorded/ros_messages.h"
+
+namespace dv::recorded {
+namespace {
+
+constexpr const char* kWorldFrame = "map";
+constexpr const char* kSensorFrame = "velodyne";
+constexpr const char* kPointsTopic = "/dejaview/points";
+constexpr const char* kPoseTopic = "/dejaview/pose";
+constexpr int64_t kDefaultPeriodNs = 100000000;  // 10 Hz when a drive has no timestamps
+
+std::string What(const std::string& path, const RecordedMessage& m) {
+  return path + ": " + *m.topic + " message at log time " + std::to_string(m.log_time_ns);
+}
+
+// Every channel's schema name by topic, and every pose sample of every pose channel by topic
+// (poses are small next to clouds, so all are kept: bounded by the file's size).
+struct FirstPass {
+  std::map<std::string, std::string> types;
+  std::map<std::string, std::vector<StampedPose>> poses;
+};
+
+StatusOr<FirstPass> ReadChannelsAndPoses(const std::string& path) {
+  FirstPass pass;
+  const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
+    pass.types.emplace(*m.topic, *m.type);
+    if (!IsPoseType(*m.type)) return Status::Ok();
+    if (*m.encoding != "cdr")
+      return Status::InvalidArgument(What(path, m) + ": encoding '" + *m.encoding +
+                                     "', expected cdr");
+    DV_ASSIGN_OR_RETURN(auto poses, DecodePoses(*m.type, m.data.data, m.data.size, What(path, m)));
+    auto& all = pass.poses[*m.topic];
+    all.insert(all.end(), poses.begin(), poses.end());
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
+  return pass;
+}
+
+std::string TopicsOf(const FirstPass& pass) {
+  std::string list;
+  for (const auto& [topic, type] : pass.types) list += " " + topic + " (" + type + ")";
+  return list.empty() ? " none" : list;
+}
+
+StatusOr<std::string> ChooseTopic(const FirstPass& pass, const std::string& path,
+                                  const std::string& wanted, const char* option,
+                                  bool (*fits)(const std::string&), bool required) {
+  if (!wanted.empty()) {
+    const auto it = pass.types.find(wanted);
+    if (it == pass.types.end() || !fits(it->second))
+      return Status::NotFound(path + ": " + option + " " + wanted +
+                              ": no such channel of a fitting type; channels:" + TopicsOf(pass));
+    return wanted;
+  }
+  std::vector<std::string> found;
+  for (const auto& [topic, type] : pass.types) {
+    if (fits(type)) found.push_back(topic);
+  }
+  if (found.size() == 1) return found[0];
+  if (found.empty() && !required) return std::string();
+  return Status::InvalidArgument(path + ": " + std::to_string(found.size()) +
+                                 " candidate channels, choose one with " + option +
+                                 "; channels:" + TopicsOf(pass));
+}
+
+bool IsCloud(const std::string& type) { return type == kPointCloud2Type; }
+bool IsPoseChannel(const std::string& type) {
+  return type == kPoseStampedType || type == kOdometryType;
+}
+bool IsAnyPose(const std::string& type) { return IsPoseType(type); }
+
+// The pose samples of one sensor, by stamp; a later sample with an equal stamp is dropped.
+class PoseTrack {
+ public:
+  PoseTrack(std::vector<StampedPose> samples, const std::string& parent, const std::string& child,
+            bool is_tf) {
+    for (StampedPose& s : samples) {
+      if (is_tf && (s.child_frame != child || (!parent.empty() && s.parent_frame != parent)))
+        continue;
+      if (is_tf && parent.empty() && !samples_.empty() && s.parent_frame != parent_) continue;
+      parent_ = s.parent_frame;
+      samples_.push_back(std::move(s));
+    }
+    std::stable_sort(
+        samples_.begin(), samples_.end(),
+        [](const StampedPose& a, const StampedPose& b) { return a.stamp_ns < b.stamp_ns; });
+    samples_.erase(std::unique(samples_.begin(), samples_.end(),
+                               [](const StampedPose& a, const StampedPose& b) {
+                                 return a.stamp_ns == b.stamp_ns;
+                               }),
+                   samples_.end());
+  }
+  size_t size() const { return samples_.size(); }
+  const std::string& parent() const { return parent_; }
+  // The sample at stamp_ns, else the two around it interpolated; none outside the samples.
+  std::optional<Pose> At(int64_t stamp_ns) const {
+    const auto it =
+        std::lower_bound(samples_.begin(), samples_.end(), stamp_ns,
+                         [](const StampedPose& s, int64_t t) { return s.stamp_ns < t; });
+    if (it == samples_.end()) return std::nullopt;
+    if (it->stamp_ns == stamp_ns) return it->T_parent_child;
+    if (it == samples_.begin()) return std::nullopt;
+    const auto prev = it - 1;
+    const double t = double(stamp_ns - prev->stamp_ns) / double(it->stamp_ns - prev->stamp_ns);
+    return InterpolatePose(prev->T_parent_child, it->T_parent_child, t);
+  }
+
+ private:
+  std::vector<StampedPose> samples_;
+  std::string parent_;
+};
+
+double ReadFloat(const uint8_t* p, transport::DataType type) {
+  if (type == transport::DataType::kFloat64) {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void WriteFloat(double v, transport::DataType type, uint8_t* p) {
+  if (type == transport::DataType::kFloat64) {
+    std::memcpy(p, &v, 8);
+  } else {
+    const float f = float(v);
+    std::memcpy(p, &f, 4);
+  }
+}
+
+// A world-frame cloud back into the sensor frame, on the frame's own x y z values in double
+// precision, before ToPointCloud rounds them to float32: a cloud that ExportDriveMcap moved out
+// (in double, kept as float64) returns to its float32 coordinates exactly. Frames whose x y z
+// are not float types are left to ToPointCloud to reject.
+void ToSensorFrame(const Pose& T_world_sensor, transport::RawFrame* frame) {
+  const transport::Field* axes[3] = {};
+  for (const transport::Field& f : frame->header.fields) {
+    const int k = f.name == "x" ? 0 : f.name == "y" ? 1 : f.name == "z" ? 2 : -1;
+    if (k >= 0) axes[k] = &f;
+  }
+  for (const transport::Field* f : axes) {
+    if (f == nullptr ||
+        (f->type != transport::DataType::kFloat32 && f->type != transport::DataType::kFloat64))
+      return;
+  }
+  const Pose T_sensor_world = T_world_sensor.inverse();
+  for (size_t i = 0; i < frame->header.point_count; ++i) {
+    uint8_t* point = frame->points.data() + i * frame->header.point_stride;
+    Eigen::Vector3d p;
+    for (int k = 0; k < 3; ++k) p[k] = ReadFloat(point + axes[k]->offset, axes[k]->type);
+    p = T_sensor_world * p;
+    for (int k = 0; k < 3; ++k) WriteFloat(p[k], axes[k]->type, point + axes[k]->offset);
+  }
+}
+
+}  // namespace
+
+StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string& out_dir,
+                                      const ImportOptions& options) {
+  DV_ASSIGN_OR_RETURN(FirstPass pass, ReadChannelsAndPoses(path));
+  ImportStats stats;
+  DV_ASSIGN_OR_RETURN(stats.cloud_topic,
+                      ChooseTopic(pass, path, options.cloud_topic, "--topic", IsCloud, true));
+  DV_ASSIGN_OR_RETURN(stats.pose_topic,
+                      ChooseTopic(pass, path, options.pose_topic, "--pose-topic",
+                                  options.pose_topic.empty() ? IsPoseChannel : IsAnyPose, false));
+  const bool is_tf = !stats.pose_topic.empty() && pass.types[stats.pose_topic] == kTfMessageType;
+  std::optional<PoseTrack> track;
+  DV_RETURN_IF_ERROR(MakeDirs(out_dir + "/velodyne"));
+  std::vector<int64_t> stamps_ns;
+  std::vector<Pose> poses;
+  const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
+    if (*m.topic != stats.cloud_topic) return Status::Ok();
+    const std::string what = What(path, m);
+    if (*m.encoding != "cdr")
+      return Status::InvalidArgument(what + ": encoding '" + *m.encoding + "', expected cdr");
+    DV_ASSIGN_OR_RETURN(transport::RawFrame frame,
+                        DecodePointCloud2(m.data.data, m.data.size, what));
+    const transport::FrameHeader& h = frame.header;
+    if (!track && !stats.pose_topic.empty()) {
+      track.emplace(std::move(pass.poses[stats.pose_topic]), options.tf_parent,
+                    options.tf_child.empty() ? h.frame_id : options.tf_child, is_tf);
+      stats.pose_samples = track->size();
+    }
+    const std::optional<Pose> pose = track ? track->At(h.sensor_stamp_ns) : std::nullopt;
+    if (track && !track->parent().empty() && h.frame_id == track->parent()) {
+      if (!pose)
+        return Status::NotFound(what + ": a cloud in the poses' frame '" + h.frame_id +
+                                "' with no pose at its stamp");
+      ToSensorFrame(*pose, &frame);
+    }
+    auto cloud = transport::ToPointCloud(frame, nullptr);
+    if (!cloud.ok()) return cloud.status().WithContext(what);
+    char name[32];
+    std::snprintf(name, sizeof(name), "/velodyne/%06zu.bin", stats.frames);
+    DV_RETURN_IF_ERROR(WriteKittiBin(out_dir + name, *cloud));
+    stamps_ns.push_back(h.sensor_stamp_ns);
+    if (pose) poses.push_back(*pose);
+    ++stats.frames;
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
+  stats.posed = poses.size();
+  if (stats.frames > 0)
+    DV_RETURN_IF_ERROR(WriteTimestampsNs(out_dir + "/timestamps.txt", stamps_ns));
+  if (stats.frames > 0 && stats.posed == stats.frames)
+    DV_RETURN_IF_ERROR(WriteKittiPoses(out_dir + "/poses.txt", poses));
+  return stats;
+}
+
+Status ExportDriveMcap(const Drive& drive, const std::string& mcap_path) {
+  McapWriterOptions options;
+  options.profile = "ros2";
+  const bool posed = !drive.poses.empty();
+  return WriteMcapFile(mcap_path, options, [&](McapWriter& w) -> Status {
+    const uint16_t points = w.AddChannel(
+        w.AddSchema(kPointCloud2Type, "ros2msg", PointCloud2Schema()), kPointsTopic, "cdr");
+    const uint16_t pose_channel =
+        posed ? w.AddChannel(w.AddSchema(kPoseStampedType, "ros2msg", PoseStampedSchema()),
+                             kPoseTopic, "cdr")
+              : 0;
+    for (size_t i = 0; i < drive.size(); ++i) {
+      const int64_t stamp_ns = drive.timestamps_s.empty()
+                                   ? int64_t(i) * kDefaultPeriodNs
+                                   : std::llround(drive.timestamps_s[i] * 1e9);
+      if (stamp_ns < 0)
+        return Status::InvalidArgument(drive.root + ": frame " + drive.frame_names[i] +
+                                       ": negative timestamp");
+      DV_ASSIGN_OR_RETURN(const PointCloud cloud, ReadPointCloudFile(drive.frame_paths[i]));
+      std::vector<Eigen::Vector3d> xyz(cloud.size());
+      for (size_t k = 0; k < cloud.size(); ++k) {
+        const Eigen::Vector3d p = cloud.xyz[k].cast<double>();
+        xyz[k] = posed ? Eigen::Vector3d(drive.poses[i] * p) : p;
+      }
+      // The pose first, so that a reader that streams has it before the frame.
+      if (posed) {
+        const auto body = EncodePoseStamped({stamp_ns, kWorldFrame, "", drive.poses[i]});
+        DV_RETURN_IF_ERROR(w.WriteMessage(pose_channel, uint64_t(stamp_ns), uint64_t(stamp_ns),
+                                          body.data(), body.size()));
+      }
+      const auto body =
+          EncodePointCloud2(stamp_ns, posed ? kWorldFrame : kSensorFrame, xyz, cloud.intensity);
+      DV_RETURN_IF_ERROR(
+          w.WriteMessage(points, uint64_t(stamp_ns), uint64_t(stamp_ns), body.data(), body.size()));
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace dv::recorded

@@ -1,0 +1,247 @@
+// dejaview import and replay on an MCAP written by the reference implementations (@mcap/core,
+// @foxglove/cdr) as real processes: the frames come out exactly as written, with the poses of
+// whichever pose topic is chosen.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "dejaview/base/drive.h"
+#include "dejaview/base/file_util.h"
+#include "dejaview/recorded/mcap.h"
+#include "dejaview/recorded/recording.h"
+#include "dejaview/recorded/ros_messages.h"
+#include "testutil.h"
+
+namespace dv::recorded {
+namespace {
+
+using nlohmann::json;
+
+class ReferenceMcap : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::ScratchDir();
+    std::string out;
+    ASSERT_EQ(
+        test::RunCommand("node " DEJAVIEW_SOURCE_DIR "/tests/recorded/write_pointcloud2_mcap.js " +
+                             Mcap() + " " + dir_ + "/ref.json " DEJAVIEW_NODE_MODULES,
+                         &out),
+        0)
+        << out << "(are @mcap/core and @foxglove/cdr installed? bash scripts/install-deps.sh)";
+    std::ifstream in(dir_ + "/ref.json");
+    expected_ = json::parse(in);
+  }
+  std::string Mcap() const { return dir_ + "/ref.mcap"; }
+
+  // The drive's frames are the written ones, point for point, at the written stamps.
+  void ExpectFrames(const std::string& drive_dir) {
+    auto drive = OpenDrive(drive_dir);
+    ASSERT_TRUE(drive.ok()) << drive.status().ToString();
+    const auto& frames = expected_["frames"];
+    ASSERT_EQ(drive->size(), frames.size());
+    for (size_t i = 0; i < drive->size(); ++i) {
+      auto cloud = ReadPointCloudFile(drive->frame_paths[i]);
+      ASSERT_TRUE(cloud.ok());
+      ASSERT_EQ(cloud->size(), frames[i].size());
+      for (size_t k = 0; k < cloud->size(); ++k) {
+        const json& p = frames[i][k];
+        EXPECT_EQ(cloud->xyz[k],
+                  Eigen::Vector3f(p["x"].get<float>(), p["y"].get<float>(), p["z"].get<float>()))
+            << i << "/" << k;
+        EXPECT_EQ(cloud->intensity[k], p["intensity"].get<float>());
+      }
+    }
+    EXPECT_EQ(ReadFileBytes(drive_dir + "/timestamps.txt").value(),
+              ToBytes("1700000000.000000000\n1700000000.100000000\n1700000000.200000000\n"));
+  }
+
+  // The drive's poses: yaw about z and a translation per frame, within poses.txt's precision.
+  void ExpectPoses(const std::string& drive_dir, const std::vector<double>& yaw,
+                   const std::vector<Eigen::Vector3d>& t) {
+    auto drive = OpenDrive(drive_dir);
+    ASSERT_TRUE(drive.ok());
+    ASSERT_EQ(drive->poses.size(), yaw.size());
+    for (size_t i = 0; i < yaw.size(); ++i) {
+      Pose want = Pose::Identity();
+      want.linear() = Eigen::AngleAxisd(yaw[i], Eigen::Vector3d::UnitZ()).toRotationMatrix();
+      want.translation() = t[i];
+      EXPECT_LT((drive->poses[i].matrix() - want.matrix()).cwiseAbs().maxCoeff(), 1e-9) << i;
+    }
+  }
+
+  static std::vector<uint8_t> ToBytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+  std::string dir_;
+  json expected_;
+};
+
+const std::vector<double> kFrameYaw = {0.0, 0.1, 0.2};
+const std::vector<Eigen::Vector3d> kFrameT = {{0, 0, 0.25}, {2, 0.5, 0.25}, {4, 1, 0.25}};
+
+TEST_F(ReferenceMcap, ImportsPointCloud2WithOdometryPoses) {
+  std::string out;
+  ASSERT_EQ(test::RunCli("import " + Mcap() + " --out " + dir_ + "/d --topic /lidar/points " +
+                             "--pose-topic /odom",
+                         &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("imported 3 frames from /lidar/points, poses from /odom (3 samples, 3 "
+                     "frames posed) to "),
+            std::string::npos)
+      << out;
+  ExpectFrames(dir_ + "/d");
+  ExpectPoses(dir_ + "/d", kFrameYaw, kFrameT);
+}
+
+TEST_F(ReferenceMcap, ImportsTfPosesOfTheCloudsFrame) {
+  std::string out;
+  ASSERT_EQ(test::RunCli("import " + Mcap() + " --out " + dir_ + "/d --topic /lidar/points " +
+                             "--pose-topic /tf",
+                         &out),
+            0)
+      << out;
+  ExpectFrames(dir_ + "/d");
+  ExpectPoses(dir_ + "/d", kFrameYaw, kFrameT);  // map -> lidar, not map -> base_link
+}
+
+TEST_F(ReferenceMcap, InterpolatesPoseStampedBetweenSamples) {
+  std::string out;
+  ASSERT_EQ(test::RunCli("import " + Mcap() + " --out " + dir_ + "/d --topic /lidar/points " +
+                             "--pose-topic /pose",
+                         &out),
+            0)
+      << out;
+  // Samples at -50 ms (x = -1) and +250 ms (x = 3), both at yaw 0.3.
+  ExpectPoses(dir_ + "/d", {0.3, 0.3, 0.3},
+              {{-1 + 4.0 / 6, 0, 0}, {-1 + 4.0 / 2, 0, 0}, {-1 + 4.0 * 5 / 6, 0, 0}});
+}
+
+TEST_F(ReferenceMcap, RingAndTimeMapAsTheWireMapsThem) {
+  size_t frames = 0;
+  ASSERT_TRUE(ReadMcapMessages(Mcap(), [&](const McapMessageView& v) {
+                if (v.channel->topic != "/lidar/points") return Status::Ok();
+                auto frame = DecodePointCloud2(v.message->data.data, v.message->data.size, "m");
+                EXPECT_TRUE(frame.ok()) << frame.status().ToString();
+                auto cloud = transport::ToPointCloud(*frame, nullptr);
+                EXPECT_TRUE(cloud.ok());
+                const json& want = expected_["frames"][frames++];
+                EXPECT_EQ(frame->header.frame_id, "lidar");
+                EXPECT_EQ(frame->header.point_stride, 32u);
+                EXPECT_EQ(frame->header.fields.size(), 6u);
+                for (size_t k = 0; k < cloud->size(); ++k) {
+                  EXPECT_EQ(cloud->ring[k], want[k]["ring"].get<uint16_t>());
+                  EXPECT_EQ(cloud->time_offset_s[k], want[k]["time"].get<float>());
+                }
+                return Status::Ok();
+              }).ok());
+  EXPECT_EQ(frames, 3u);
+}
+
+TEST_F(ReferenceMcap, AmbiguousOrMissingTopicsAndCorruptFilesAreClearErrors) {
+  std::string out;
+  EXPECT_EQ(test::RunCli("import " + Mcap() + " --out " + dir_ + "/d", &out), 2);
+  EXPECT_NE(out.find("2 candidate channels, choose one with --topic; channels: /lidar/points "
+                     "(sensor_msgs/msg/PointCloud2) /lidar/points_raw"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(test::RunCli("import " + Mcap() + " --out " + dir_ + "/d --topic /nope", &out), 1);
+  EXPECT_NE(out.find("--topic /nope: no such channel"), std::string::npos) << out;
+  auto bytes = ReadFileBytes(Mcap()).value();
+  bytes.resize(bytes.size() / 2);
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/cut.mcap", bytes).ok());
+  EXPECT_EQ(test::RunCli("import " + dir_ + "/cut.mcap --out " + dir_ + "/d2 --topic /x", &out), 3);
+  EXPECT_NE(out.find(dir_ + "/cut.mcap: offset "), std::string::npos) << out;
+}
+
+// rosbag2's sqlite3 storage (its schema as rosbag2 creates it), holding every message of the
+// reference MCAP byte for byte.
+void WriteDb3(const std::string& mcap, const std::string& db3) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db3.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db,
+                   "CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT "
+                   "NOT NULL, serialization_format TEXT NOT NULL, offered_qos_profiles TEXT "
+                   "NOT NULL);"
+                   "CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, "
+                   "timestamp INTEGER NOT NULL, data BLOB NOT NULL);",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  std::map<std::string, int64_t> ids;
+  sqlite3_stmt *topic = nullptr, *message = nullptr;
+  sqlite3_prepare_v2(db, "INSERT INTO topics VALUES(?, ?, ?, ?, '')", -1, &topic, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO messages(topic_id, timestamp, data) VALUES(?, ?, ?)", -1,
+                     &message, nullptr);
+  ASSERT_TRUE(ReadRecordedMessages(mcap, [&](const RecordedMessage& m) {
+                if (!ids.count(*m.topic)) {
+                  const int64_t id = int64_t(ids.size()) + 1;
+                  ids[*m.topic] = id;
+                  sqlite3_bind_int64(topic, 1, id);
+                  sqlite3_bind_text(topic, 2, m.topic->c_str(), -1, SQLITE_TRANSIENT);
+                  sqlite3_bind_text(topic, 3, m.type->c_str(), -1, SQLITE_TRANSIENT);
+                  sqlite3_bind_text(topic, 4, m.encoding->c_str(), -1, SQLITE_TRANSIENT);
+                  EXPECT_EQ(sqlite3_step(topic), SQLITE_DONE);
+                  sqlite3_reset(topic);
+                }
+                sqlite3_bind_int64(message, 1, ids[*m.topic]);
+                sqlite3_bind_int64(message, 2, int64_t(m.log_time_ns));
+                sqlite3_bind_blob(message, 3, m.data.data, int(m.data.size), SQLITE_TRANSIENT);
+                EXPECT_EQ(sqlite3_step(message), SQLITE_DONE);
+                sqlite3_reset(message);
+                return Status::Ok();
+              }).ok());
+  sqlite3_finalize(topic);
+  sqlite3_finalize(message);
+  sqlite3_close(db);
+}
+
+TEST_F(ReferenceMcap, ImportsTheSameFromARos2BagOfTheSameMessages) {
+  WriteDb3(Mcap(), dir_ + "/bag.db3");
+  std::string out;
+  ASSERT_EQ(test::RunCli("import " + dir_ + "/bag.db3 --out " + dir_ +
+                             "/d --topic /lidar/points --pose-topic /tf",
+                         &out),
+            0)
+      << out;
+  ExpectFrames(dir_ + "/d");
+  ExpectPoses(dir_ + "/d", kFrameYaw, kFrameT);
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/junk.db3", std::string(4096, 'x')).ok());
+  EXPECT_EQ(test::RunCli("import " + dir_ + "/junk.db3 --out " + dir_ + "/j", &out), 3);
+  EXPECT_NE(out.find(dir_ + "/junk.db3: "), std::string::npos) << out;
+}
+
+TEST_F(ReferenceMcap, ReplaysAnMcapIntoARecorder) {
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(40000 + ::getpid() % 20000);
+  std::string rec_out, rep_out;
+  int rec_rc = -1;
+  std::thread recorder([&] {
+    rec_rc = test::RunCli("record --quiet --endpoint " + endpoint + " --out " + dir_ +
+                              "/rec --frames 3 --timeout-ms 20000",
+                          &rec_out);
+  });
+  const int rep_rc = test::RunCli("replay " + Mcap() +
+                                      " --quiet --fast --wait-ms 20000 --source-topic /lidar/points"
+                                      " --source-pose-topic /odom --endpoint " +
+                                      endpoint,
+                                  &rep_out);
+  recorder.join();
+  ASSERT_EQ(rep_rc, 0) << rep_out;
+  ASSERT_EQ(rec_rc, 0) << rec_out;
+  EXPECT_NE(rep_out.find("published 3 frames and poses"), std::string::npos) << rep_out;
+  ExpectPoses(dir_ + "/rec", kFrameYaw, kFrameT);
+  auto drive = OpenDrive(dir_ + "/rec");
+  ASSERT_TRUE(drive.ok());
+  ASSERT_EQ(drive->size(), 3u);
+  auto first = ReadPointCloudFile(drive->frame_paths[0]);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->xyz[1], Eigen::Vector3f(0.5f, -0.25f, 0.225f));
+}
+
+}  // namespace
+}  // namespace dv::recorded
