@@ -10,6 +10,13 @@ PKGS=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
+  prometheus  # promtool: the tests lint the agent's and server's /metrics with it
+  systemd  # systemd-analyze: scripts/install-check.sh verifies the units with it
+  # The arm64 cross build (scripts/arm64.sh, a CI stage): Debian's cross compiler, qemu-user and
+  # the arm64 libraries (multiarch; libyaml-cpp-dev is unpacked by arm64.sh, see there).
+  g++-aarch64-linux-gnu qemu-user
+  libzmq3-dev:arm64 liblz4-dev:arm64 libzstd-dev:arm64 libyaml-cpp0.7:arm64
+  libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64
 )
 # The store tests' S3-compatible server (s3rver, npm), installed into the project (.deps/).
 install_s3rver() {
@@ -29,5 +36,8 @@ if [ "${#missing[@]}" -eq 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
