@@ -8,18 +8,19 @@
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"
+#include "progress.h"
 
 namespace dv::cli {
 namespace {
 
 int Build(int argc, char** argv) {
-  auto args =
-      Args::Parse(argc, argv, {"out", "every", "resolution", "max-range"}, {"json", "help"});
+  auto args = Args::Parse(argc, argv, {"out", "every", "resolution", "max-range"},
+                          {"json", "help", "quiet"});
   if (!args.ok()) return Fail("map build", args.status());
   if (args->Has("help") || args->positional().empty() || !args->Has("out")) {
     std::printf(
         "usage: dejaview map build DRIVE... --out MAPDIR [--every N] [--resolution R]\n"
-        "                          [--max-range M] [--json]\n"
+        "                          [--max-range M] [--json] [--quiet]\n"
         "  builds a voxel route map (resolution R metres, default 0.2) from every N-th frame of\n"
         "  each drive (frames + poses.txt); transient objects seen in one pass are left out;\n"
         "  the codec's priors are then learnt from up to 24 of those frames "
@@ -43,11 +44,15 @@ int Build(int argc, char** argv) {
     drives.push_back(std::move(d).value());
   }
   const bool json = args->Has("json");
-  opt.progress = [](size_t done, size_t total) {
-    std::fprintf(stderr, "\rmap build: %zu/%zu passes", done, total);
+  Progress progress("map build", "passes", args->Has("quiet"));
+  opt.progress = [&](size_t done, size_t total) {
+    progress.Update(done, total);
     if (done == total) {
-      std::fprintf(stderr, "\nmap build: learning the codec priors (up to %zu frames)\n",
-                   codec::kMaxPriorFrames);
+      progress.Finish();
+      if (!args->Has("quiet")) {
+        std::fprintf(stderr, "map build: learning the codec priors (up to %zu frames)\n",
+                     codec::kMaxPriorFrames);
+      }
     }
   };
   maps::BuildReport rep;

@@ -28,6 +28,7 @@
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/base/testing/process_util.h"
+#include "dejaview/base/version.h"
 #include "dejaview/server/storage.h"
 #include "dejaview/transport/spool.h"
 #include "dejaview/transport/upload.h"
@@ -731,6 +732,55 @@ TEST_F(System, MetricsEndpointsPassPromtoolAndServeOnlyTheirPath) {
   }
   agent->Signal(SIGTERM);
   EXPECT_EQ(agent->Wait(), 0);
+}
+
+// Runs a binary to completion; its exit status and everything it wrote.
+std::pair<int, std::string> RunToEnd(const std::vector<std::string>& argv, const std::string& log) {
+  std::filesystem::remove(log);
+  Process p(argv, log);
+  const int status = p.Wait();
+  auto text = ReadFileText(log, 1 << 20);
+  return {status, text.ok() ? *text : ""};
+}
+
+// --version, and --check-config reporting every problem of a file (or of the server's options)
+// and starting nothing: no spool, no store.
+TEST_F(System, ServicesCheckTheirConfigAndSayTheirVersion) {
+  const std::string log = dir_ + "/run.log";
+  for (const char* bin : {DEJAVIEW_AGENT_BIN, DEJAVIEW_SERVER_BIN}) {
+    const auto [status, out] = RunToEnd({bin, "--version"}, log);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(out, fs::path(bin).filename().string() + " " + Version() + "\n");
+  }
+  Config c;
+  c.spool = dir_ + "/spool";
+  c.endpoint = "tcp://127.0.0.1:9";
+  const std::string good = WriteConfig(dir_ + "/good.yaml", c);
+  auto [ok_status, ok_out] =
+      RunToEnd({DEJAVIEW_AGENT_BIN, "--config=" + good, "--check-config"}, log);
+  EXPECT_EQ(ok_status, 0) << ok_out;
+  EXPECT_EQ(ok_out, good + ": ok\n");
+  const std::string bad = dir_ + "/bad.yaml";
+  ASSERT_TRUE(WriteFileAtomic(
+                  bad, std::string("vehicel: v\nqueue_frames: 0\nspool: {dir: " + c.spool + "}\n"))
+                  .ok());
+  auto [bad_status, bad_out] =
+      RunToEnd({DEJAVIEW_AGENT_BIN, "--config", bad, "--check-config"}, log);
+  EXPECT_EQ(bad_status, 2) << bad_out;
+  EXPECT_EQ(bad_out, "dejaview agent: invalid argument: " + bad +
+                         ":1:1: vehicel: unknown key (did you mean 'vehicle'?)\n" + bad +
+                         ":2:15: queue_frames: 0 is out of range [1, 10000]\n" + bad +
+                         ":1:1: vehicle: required key missing\n");
+  EXPECT_FALSE(fs::exists(c.spool));
+
+  const std::string tiers = dir_ + "/tiers.yaml";
+  ASSERT_TRUE(WriteFileAtomic(tiers, std::string("disk: {budget_byte: 5}\n")).ok());
+  auto [server_status, server_out] = RunToEnd(
+      {DEJAVIEW_SERVER_BIN, "--store", store_, "--store-config", tiers, "--check-config"}, log);
+  EXPECT_EQ(server_status, 2) << server_out;
+  EXPECT_EQ(server_out, "dejaview server: invalid argument: " + tiers +
+                            ":1:8: disk.budget_byte: unknown key (did you mean 'budget_bytes'?)\n");
+  EXPECT_FALSE(fs::exists(store_));
 }
 
 }  // namespace
