@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # README command (2): install packages, build (Release, warnings as errors, the CUDA backend where
-# nvcc is), run every test, the arm64 cross build's qemu smoke, then the same tests under
-# address+undefined sanitizers (clang), bounded libFuzzer runs of every parser, the agent pipeline
-# under the thread sanitizer, then the clang-format check.
+# nvcc is), run every test, the arm64 cross build's qemu smoke, the packages installed into a
+# fresh root and run from there, then the same tests under address+undefined sanitizers (clang),
+# bounded libFuzzer runs of every parser, the agent pipeline under the thread sanitizer, then the
+# clang-format check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -34,6 +35,9 @@ ctest --test-dir build -j "$JOBS" --output-on-failure 2>&1 | tail -n 25
 # `bash scripts/arm64.sh` runs every vehicle test).
 stage "arm64 cross build + qemu smoke (codec bytes equal amd64's, spool tests)"
 bash scripts/arm64.sh --smoke
+
+stage "Packages (.deb into a fresh root: units verified, installed agent and server end to end)"
+bash scripts/install-check.sh
 
 # One clang build serves two stages: every test under ASan+UBSan, then each libFuzzer target
 # fuzzed for a bounded time (the libraries with fuzz targets carry the fuzzer's coverage
