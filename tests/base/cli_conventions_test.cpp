@@ -16,8 +16,14 @@ TEST(CliConventions, VersionAndDashH) {
   std::string out;
   ASSERT_EQ(test::RunCli("--version", &out), 0) << out;
   EXPECT_EQ(out, std::string("dejaview ") + Version() + "\n");
-  ASSERT_EQ(test::RunCli("info -h", &out), 0) << out;
-  EXPECT_EQ(out.rfind("usage: dejaview info", 0), 0u) << out;
+  // Every subcommand answers -h with its usage, and exit 0.
+  for (const char* command : {"info", "map", "map build", "map info", "map publish", "encode",
+                              "decode", "inspect", "compare", "bench", "query", "export", "convert",
+                              "keygen", "simulate", "replay", "record", "render"}) {
+    EXPECT_EQ(test::RunCli(std::string(command) + " -h", &out), 0) << command << ": " << out;
+    const std::string name = std::string(command).substr(0, std::string(command).find(' '));
+    EXPECT_EQ(out.rfind("usage: dejaview " + name, 0), 0u) << command << ": " << out;
+  }
   ASSERT_EQ(test::RunCli("info --json=yes x.bin", &out), 2) << out;
   EXPECT_NE(out.find("option --json takes no value"), std::string::npos) << out;
 }
