@@ -60,4 +60,15 @@ if [ "$frames" != "$want" ]; then
   cat "$work/agent.log" "$work/server.log"
   exit 1
 fi
-echo "install-check: packages install, units verify, installed agent -> server stored $frames"
+# The agent's config asked for JSON logs: every line of its stderr is one object, in UTC.
+/usr/bin/python3 - "$work/agent.log" <<'PY'
+import json, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines, "the agent logged nothing"
+for line in lines:
+    record = json.loads(line)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", record["ts"]), line
+    assert record["logger"] == "dejaview-agent", line
+PY
+echo "install-check: packages install, units verify, installed agent -> server stored $frames," \
+  "agent logged $(wc -l <"$work/agent.log") JSON lines in UTC"
