@@ -38,7 +38,12 @@ std::string TodayDrive() {
 }  // namespace
 
 Agent::Agent(AgentConfig config)
-    : config_(std::move(config)), queue_(size_t(config_.queue_frames)) {
+    : config_(std::move(config)),
+      queue_(size_t(config_.queue_frames)),
+      encode_seconds_(
+          registry_.GetHistogram("dejaview_agent_encode_seconds", "Wall time to encode one frame.",
+                                 {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1})) {
+  metrics::RegisterBuildInfo(&registry_, "dejaview-agent");
   if (config_.drive.empty()) config_.drive = TodayDrive();
 }
 
@@ -149,99 +154,106 @@ void Agent::EncodeLoop() {
     ++stats_.frames_encoded;
     stats_.bytes_raw += 16 * f->cloud.size();
     stats_.bytes_encoded += payload->size();
-    ++stats_.encode_count;
-    stats_.encode_us_sum += uint64_t(ms * 1000);
-    for (int b = 0; b < AgentStats::kBuckets; ++b) {
-      if (ms <= AgentStats::kBucketMs[b]) {
-        ++stats_.encode_le[b];
-        break;
-      }
-    }
+    encode_seconds_.Observe(ms / 1000);
   }
 }
 
-std::string Agent::RenderMetrics() const {
-  std::string out;
-  auto line = [&](const char* name, const char* type, double v) {
-    out += std::string("# TYPE dejaview_agent_") + name + " " + type + "\n";
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.17g", v);
-    out += std::string("dejaview_agent_") + name + " " + buf + "\n";
+std::string Agent::RenderMetrics() {
+  // The agent's own totals live in AgentStats (its hot paths' atomics), the spool's and the
+  // uploader's in theirs: each scrape copies them into the registry, which renders.
+  auto counter = [&](const char* name, const char* help, double total) {
+    registry_.GetCounter(std::string("dejaview_agent_") + name, help).SetTotal(total);
   };
-  line("frames_in_total", "counter", double(stats_.frames_in));
-  line("frames_encoded_total", "counter", double(stats_.frames_encoded));
-  line("frames_dropped_queue_total", "counter", double(queue_.dropped()));
-  line("frames_no_pose_total", "counter", double(stats_.frames_no_pose));
-  line("frames_failed_total", "counter", double(stats_.frames_failed));
-  line("points_non_finite_total", "counter", double(stats_.points_non_finite));
-  line("source_epochs_total", "counter", double(stats_.source_epochs));
-  line("source_epoch_write_errors_total", "counter", double(stats_.epoch_write_errors));
-  out += "# TYPE dejaview_agent_wire_rejected_total counter\n";
+  auto gauge = [&](const char* name, const char* help, double v) {
+    registry_.GetGauge(std::string("dejaview_agent_") + name, help).Set(v);
+  };
+  counter("frames_in_total", "Frames received from the sources.", double(stats_.frames_in));
+  counter("frames_encoded_total", "Frames encoded and spooled.", double(stats_.frames_encoded));
+  counter("frames_dropped_queue_total", "Frames dropped from the full queue (oldest first).",
+          double(queue_.dropped()));
+  counter("frames_no_pose_total", "Frames without a pose at their stamp (coded intra).",
+          double(stats_.frames_no_pose));
+  counter("frames_failed_total", "Frames lost to an encoder or spool error (logged).",
+          double(stats_.frames_failed));
+  counter("points_non_finite_total", "Points with a NaN or infinite coordinate, dropped.",
+          double(stats_.points_non_finite));
+  counter("source_epochs_total", "Source epochs started (docs/wire.md).",
+          double(stats_.source_epochs));
+  counter("source_epoch_write_errors_total", "Failed or damaged writes of the EPOCH file.",
+          double(stats_.epoch_write_errors));
   for (size_t r = 0; r < size_t(transport::Reject::kCount); ++r) {
-    out += std::string("dejaview_agent_wire_rejected_total{reason=\"") +
-           transport::RejectName(transport::Reject(r)) + "\"} " +
-           std::to_string(stats_.wire_rejected[r].load()) + "\n";
+    registry_
+        .GetCounter("dejaview_agent_wire_rejected_total", "Live messages rejected, by reason.",
+                    {{"reason", transport::RejectName(transport::Reject(r))}})
+        .SetTotal(double(stats_.wire_rejected[r].load()));
   }
-  line("bytes_raw_total", "counter", double(stats_.bytes_raw));
-  line("bytes_encoded_total", "counter", double(stats_.bytes_encoded));
-  line("compression_ratio", "gauge",
-       stats_.bytes_encoded ? double(stats_.bytes_raw) / double(stats_.bytes_encoded) : 0.0);
-  line("queue_depth", "gauge", double(queue_.size()));
-  line("queue_high_water", "gauge", double(queue_.high_water()));
-  out += "# TYPE dejaview_agent_encode_seconds histogram\n";
-  uint64_t cumulative = 0;
-  for (int b = 0; b < AgentStats::kBuckets; ++b) {
-    cumulative += stats_.encode_le[b];
-    char buf[128];
-    std::snprintf(buf, sizeof(buf), "dejaview_agent_encode_seconds_bucket{le=\"%g\"} %llu\n",
-                  AgentStats::kBucketMs[b] / 1000, static_cast<unsigned long long>(cumulative));
-    out += buf;
-  }
-  out += "dejaview_agent_encode_seconds_bucket{le=\"+Inf\"} " +
-         std::to_string(stats_.encode_count) + "\n";
-  out += "dejaview_agent_encode_seconds_sum " + std::to_string(double(stats_.encode_us_sum) / 1e6) +
-         "\n";
-  out += "dejaview_agent_encode_seconds_count " + std::to_string(stats_.encode_count) + "\n";
+  counter("bytes_raw_total", "Input bytes encoded (16 per point).", double(stats_.bytes_raw));
+  counter("bytes_encoded_total", "Encoded payload bytes.", double(stats_.bytes_encoded));
+  gauge("compression_ratio", "bytes_raw_total / bytes_encoded_total (0 before the first frame).",
+        stats_.bytes_encoded ? double(stats_.bytes_raw) / double(stats_.bytes_encoded) : 0.0);
+  gauge("queue_depth", "Frames waiting for an encoder.", double(queue_.size()));
+  gauge("queue_high_water", "Most frames ever waiting at once.", double(queue_.high_water()));
   if (spool_) {
     const transport::SpoolStats s = spool_->stats();
-    line("spool_bytes", "gauge", double(s.bytes_on_disk));
-    line("spool_records_pending", "gauge", double(s.records_pending));
-    line("spool_oldest_pending_timestamp_seconds", "gauge",
-         double(s.oldest_unacked_timestamp_ns) / 1e9);
-    line("spool_records_dropped_budget_total", "counter", double(s.records_dropped_budget));
-    line("spool_segments_dropped_budget_total", "counter", double(s.segments_dropped_budget));
-    line("spool_corrupt_blocks", "gauge", double(s.corrupt_blocks));
-    line("spool_records_lost_corrupt", "gauge", double(s.records_lost_corrupt));
-    line("spool_cursor_resets", "gauge", double(s.cursor_resets));
-    line("spool_torn_tail_bytes", "gauge", double(s.torn_tail_bytes));
+    gauge("spool_bytes", "Spool bytes on disk.", double(s.bytes_on_disk));
+    gauge("spool_records_pending", "Spooled records not yet acknowledged by the server.",
+          double(s.records_pending));
+    gauge("spool_oldest_pending_timestamp_seconds",
+          "Frame timestamp of the oldest unacknowledged record.",
+          double(s.oldest_unacked_timestamp_ns) / 1e9);
+    counter("spool_records_dropped_budget_total", "Records dropped to keep the spool budget.",
+            double(s.records_dropped_budget));
+    counter("spool_segments_dropped_budget_total", "Segments dropped to keep the spool budget.",
+            double(s.segments_dropped_budget));
+    gauge("spool_corrupt_blocks", "Damaged spool blocks skipped since start.",
+          double(s.corrupt_blocks));
+    gauge("spool_records_lost_corrupt", "Records lost to spool damage since start.",
+          double(s.records_lost_corrupt));
+    gauge("spool_cursor_resets", "Damaged or missing CURSOR files since start.",
+          double(s.cursor_resets));
+    gauge("spool_torn_tail_bytes", "Bytes of a torn tail truncated at open.",
+          double(s.torn_tail_bytes));
   }
   if (uploader_) {
     const UploaderStats& u = uploader_->stats();
-    line("upload_bytes_total", "counter", double(u.bytes_sent));
-    line("upload_batches_sent_total", "counter", double(u.batches_sent));
-    line("upload_batches_acked_total", "counter", double(u.batches_acked));
-    line("upload_batches_resent_total", "counter", double(u.batches_resent));
-    line("upload_batches_rejected_total", "counter", double(u.batches_rejected));
-    line("upload_batches_deferred_total", "counter", double(u.batches_deferred));
-    line("upload_auth_refused_total", "counter", double(u.auth_refused));
-    line("upload_records_acked_total", "counter", double(u.records_acked));
-    line("upload_records_duplicate_total", "counter", double(u.records_duplicate));
-    line("upload_records_rejected_total", "counter", double(u.records_rejected));
-    line("upload_reconnects_total", "counter", double(u.reconnects));
-    line("upload_inflight_batches", "gauge", double(u.inflight));
-    line("upload_gate_open", "gauge", u.gate_open ? 1 : 0);
-    line("upload_connected", "gauge", u.connected ? 1 : 0);
+    counter("upload_bytes_total", "Upload message bytes sent.", double(u.bytes_sent));
+    counter("upload_batches_sent_total", "DATA batches sent.", double(u.batches_sent));
+    counter("upload_batches_acked_total", "DATA batches acknowledged.", double(u.batches_acked));
+    counter("upload_batches_resent_total", "DATA batches sent again.", double(u.batches_resent));
+    counter("upload_batches_rejected_total", "DATA batches the server refused.",
+            double(u.batches_rejected));
+    counter("upload_batches_deferred_total", "DATA batches the server deferred.",
+            double(u.batches_deferred));
+    counter("upload_auth_refused_total", "Connections refused by the server's key check.",
+            double(u.auth_refused));
+    counter("upload_records_acked_total", "Records acknowledged.", double(u.records_acked));
+    counter("upload_records_duplicate_total", "Records the server already had.",
+            double(u.records_duplicate));
+    counter("upload_records_rejected_total", "Records the server refused.",
+            double(u.records_rejected));
+    counter("upload_reconnects_total", "Reconnections to the server.", double(u.reconnects));
+    gauge("upload_inflight_batches", "Batches sent and not yet answered.", double(u.inflight));
+    gauge("upload_gate_open", "1 when the upload gate (parked, link, cap) lets batches go.",
+          u.gate_open ? 1 : 0);
+    gauge("upload_connected", "1 while connected to the server.", u.connected ? 1 : 0);
   }
-  line("map_tiles_loaded", "gauge", double(stats_.map_tiles_loaded));
-  line("map_sync_attempts_total", "counter", double(stats_.map_sync_attempts));
-  line("map_sync_errors_total", "counter", double(stats_.map_sync_errors));
-  line("map_versions_pruned_total", "counter", double(stats_.map_versions_pruned));
-  line("map_versions_switched_total", "counter", double(stats_.map_versions_switched));
-  line("map_tiles_fetched_total", "counter", double(stats_.map_tiles_fetched));
-  line("map_tiles_reused_total", "counter", double(stats_.map_tiles_reused));
-  line("map_bytes_fetched_total", "counter", double(stats_.map_bytes_fetched));
-  line("map_sync_wire_bytes_total", "counter", double(stats_.map_bytes_on_wire));
-  return out;
+  gauge("map_tiles_loaded", "Map tiles loaded by the encoders.", double(stats_.map_tiles_loaded));
+  counter("map_sync_attempts_total", "Map sync attempts.", double(stats_.map_sync_attempts));
+  counter("map_sync_errors_total", "Failed map sync attempts (the map in use is kept).",
+          double(stats_.map_sync_errors));
+  counter("map_versions_pruned_total", "Old synced map versions removed.",
+          double(stats_.map_versions_pruned));
+  counter("map_versions_switched_total", "Map versions switched to.",
+          double(stats_.map_versions_switched));
+  counter("map_tiles_fetched_total", "Map tiles fetched by map sync.",
+          double(stats_.map_tiles_fetched));
+  counter("map_tiles_reused_total", "Map tiles reused (checksum unchanged).",
+          double(stats_.map_tiles_reused));
+  counter("map_bytes_fetched_total", "Manifest and tile bytes fetched.",
+          double(stats_.map_bytes_fetched));
+  counter("map_sync_wire_bytes_total", "Map sync request and reply bytes.",
+          double(stats_.map_bytes_on_wire));
+  return metrics::RenderExposition(&registry_);
 }
 
 void Agent::MapSyncLoop(const std::atomic<bool>* stop, const transport::CurveKeys& keys) {

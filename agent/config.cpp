@@ -1,10 +1,6 @@
 #include "dejaview/agent/config.h"
 
-#include <yaml-cpp/yaml.h>
-
-#include <functional>
-#include <map>
-#include <set>
+#include <cstdio>
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/transport/map_sync.h"
@@ -13,240 +9,170 @@
 namespace dv::agent {
 namespace {
 
-// Reads a mapping whose keys must all be known; yaml-cpp's exceptions stop here.
-class Section {
- public:
-  Section(const YAML::Node& node, std::string where) : node_(node), where_(std::move(where)) {}
+constexpr int64_t kMaxMs = 86'400'000;  // a day: every duration key's upper bound
+constexpr int64_t kMaxBytesPerS = int64_t(1) << 40;
 
-  template <typename T>
-  Status Get(const std::string& key, T* out) {
-    seen_.insert(key);
-    const YAML::Node v = node_[key];
-    if (!v) return Status::Ok();
-    try {
-      *out = v.as<T>();
-    } catch (const YAML::Exception&) {
-      return Status::InvalidArgument(where_ + key + ": '" + Scalar(v) + "' has the wrong type");
-    }
-    return Status::Ok();
-  }
-  YAML::Node Child(const std::string& key) {
-    seen_.insert(key);
-    return node_[key];
-  }
-  Status CheckUnknown() const {
-    for (const auto& kv : node_) {
-      const std::string k = kv.first.as<std::string>();
-      if (!seen_.count(k)) return Status::InvalidArgument(where_ + k + ": unknown key");
-    }
-    return Status::Ok();
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  static std::string Scalar(const YAML::Node& v) {
-    return v.IsScalar() ? v.Scalar() : "(not a scalar)";
-  }
-  YAML::Node node_;
-  std::string where_;
-  std::set<std::string> seen_;
-};
-
-Status Positive(const std::string& key, double v) {
-  if (!(v > 0)) return Status::InvalidArgument(key + ": must be > 0");
-  return Status::Ok();
+const config::Schema<SensorConfig>& SensorSchema() {
+  static const auto s = config::Schema<SensorConfig>()
+                            .Int("id", &SensorConfig::id, 0, UINT32_MAX, "sensor id (HELLO)")
+                            .String("topic", &SensorConfig::topic, "wire topic, ends in '/'");
+  return s;
 }
 
-// "HH:MM" -> minutes after midnight.
-StatusOr<int> ParseClock(const std::string& key, const std::string& s) {
+const config::Schema<transport::SpoolOptions>& SpoolSchema() {
+  using O = transport::SpoolOptions;
+  static const auto s =
+      config::Schema<O>()
+          .String("dir", &O::dir, "spool directory")
+          .Required()
+          .Int("budget_kb", &O::budget_bytes, 1, int64_t(1) << 40,
+               "reached: the oldest sealed segment is dropped and counted", 1024)
+          .Int("segment_kb", &O::segment_bytes, 1, int64_t(1) << 30, "segment size", 1024)
+          .Choice(
+              "sync", &O::sync,
+              {{"every_record", O::Sync::kEveryRecord}, {"group_commit", O::Sync::kGroupCommit}},
+              "fsync each record, or groups of them")
+          .Int("group_commit_ms", &O::group_commit_ms, 0, kMaxMs, "group commit period");
+  return s;
+}
+
+const config::Schema<UploadConfig>& UploadSchema() {
+  using U = UploadConfig;
+  static const auto s =
+      config::Schema<U>()
+          .String("endpoint", &U::endpoint, "the server's upload socket")
+          .Int("window", &U::window, 1, 1024, "DATA batches in flight")
+          .Int("batch_records", &U::batch_records, 1, int64_t(transport::kMaxBatchRecords),
+               "records per batch")
+          .Int("batch_bytes", &U::batch_bytes, 1, int64_t(1) << 30, "payload bytes per batch")
+          .Int("timeout_ms", &U::timeout_ms, 1, kMaxMs, "no ACK within this: resend")
+          .Int("backoff_min_ms", &U::backoff_min_ms, 1, kMaxMs, "first reconnect delay")
+          .Int("backoff_max_ms", &U::backoff_max_ms, 1, kMaxMs, "longest reconnect delay")
+          .Int("bandwidth_bytes_per_s", &U::bandwidth_bytes_per_s, 0, kMaxBytesPerS, "0: no cap")
+          .Choice("gate", &U::gate,
+                  {{"always", U::Gate::kAlways},
+                   {"link", U::Gate::kLink},
+                   {"window", U::Gate::kWindow}},
+                  "when uploads may run")
+          .String("link_endpoint", &U::link_endpoint, "gate link: a PUB saying up or down")
+          .String("link_topic", &U::link_topic, "gate link: its topic")
+          .String("window_start_utc", &U::window_start_utc, "gate window: HH:MM UTC, inclusive")
+          .String("window_end_utc", &U::window_end_utc, "gate window: HH:MM UTC, exclusive")
+          .String("curve_server_key", &U::curve_server_key, "CURVE: the server's public key")
+          .String("curve_key_file", &U::curve_key_file, "CURVE: this agent's secret key file");
+  return s;
+}
+
+const config::Schema<MapSyncConfig>& MapSyncSchema() {
+  using M = MapSyncConfig;
+  static const auto s =
+      config::Schema<M>()
+          .Bool("enabled", &M::enabled, "ask the server for newer map versions")
+          .String("root", &M::root, "synced versions: ROOT/<version>/, ROOT/LATEST")
+          .String("endpoint", &M::endpoint, "empty: upload.endpoint")
+          .Int("interval_ms", &M::interval_ms, 1, kMaxMs, "while connected: ask this often")
+          .Int("timeout_ms", &M::timeout_ms, 1, kMaxMs, "per request")
+          .Int("chunk_kb", &M::chunk_bytes, 1, int64_t(transport::kMaxMapChunkBytes >> 10),
+               "tile bytes per request", 1024);
+  return s;
+}
+
+// "HH:MM" -> minutes after midnight; -1 when it is not that.
+int ClockMinutes(const std::string& s) {
   int h = -1, m = -1;
   char tail = 0;
   if (std::sscanf(s.c_str(), "%d:%d%c", &h, &m, &tail) != 2 || h < 0 || h > 23 || m < 0 || m > 59) {
-    return Status::InvalidArgument(key + ": '" + s + "' is not HH:MM");
+    return -1;
   }
   return h * 60 + m;
 }
 
-Status ParseUpload(const YAML::Node& node, UploadConfig* u) {
-  Section s(node, "upload.");
-  std::string gate = "always", start = "00:00", end = "00:00";
-  DV_RETURN_IF_ERROR(s.Get("endpoint", &u->endpoint));
-  DV_RETURN_IF_ERROR(s.Get("window", &u->window));
-  DV_RETURN_IF_ERROR(s.Get("batch_records", &u->batch_records));
-  DV_RETURN_IF_ERROR(s.Get("batch_bytes", &u->batch_bytes));
-  DV_RETURN_IF_ERROR(s.Get("timeout_ms", &u->timeout_ms));
-  DV_RETURN_IF_ERROR(s.Get("backoff_min_ms", &u->backoff_min_ms));
-  DV_RETURN_IF_ERROR(s.Get("backoff_max_ms", &u->backoff_max_ms));
-  DV_RETURN_IF_ERROR(s.Get("bandwidth_bytes_per_s", &u->bandwidth_bytes_per_s));
-  DV_RETURN_IF_ERROR(s.Get("gate", &gate));
-  DV_RETURN_IF_ERROR(s.Get("link_endpoint", &u->link_endpoint));
-  DV_RETURN_IF_ERROR(s.Get("link_topic", &u->link_topic));
-  DV_RETURN_IF_ERROR(s.Get("window_start_utc", &start));
-  DV_RETURN_IF_ERROR(s.Get("window_end_utc", &end));
-  DV_RETURN_IF_ERROR(s.Get("curve_server_key", &u->curve_server_key));
-  DV_RETURN_IF_ERROR(s.Get("curve_key_file", &u->curve_key_file));
-  DV_RETURN_IF_ERROR(s.CheckUnknown());
-  if (gate == "always") {
-    u->gate = UploadConfig::Gate::kAlways;
-  } else if (gate == "link") {
-    u->gate = UploadConfig::Gate::kLink;
-    if (u->link_endpoint.empty())
-      return Status::InvalidArgument("upload.link_endpoint: needed by gate: link");
-  } else if (gate == "window") {
-    u->gate = UploadConfig::Gate::kWindow;
-  } else {
-    return Status::InvalidArgument("upload.gate: '" + gate + "' is not always, link or window");
-  }
-  if (u->curve_server_key.empty() != u->curve_key_file.empty()) {
-    return Status::InvalidArgument(
-        "upload.curve_server_key, upload.curve_key_file: give both or neither");
-  }
-  if (!u->curve_server_key.empty() && u->curve_server_key.size() != 40) {
-    return Status::InvalidArgument("upload.curve_server_key: not a 40-character Z85 key");
-  }
-  DV_ASSIGN_OR_RETURN(u->window_start_min, ParseClock("upload.window_start_utc", start));
-  DV_ASSIGN_OR_RETURN(u->window_end_min, ParseClock("upload.window_end_utc", end));
-  DV_RETURN_IF_ERROR(Positive("upload.window", u->window));
-  DV_RETURN_IF_ERROR(Positive("upload.batch_records", u->batch_records));
-  DV_RETURN_IF_ERROR(Positive("upload.batch_bytes", double(u->batch_bytes)));
-  DV_RETURN_IF_ERROR(Positive("upload.timeout_ms", u->timeout_ms));
-  DV_RETURN_IF_ERROR(Positive("upload.backoff_min_ms", u->backoff_min_ms));
-  if (u->backoff_max_ms < u->backoff_min_ms)
-    return Status::InvalidArgument("upload.backoff_max_ms: below backoff_min_ms");
-  if (u->batch_records > int(transport::kMaxBatchRecords))
-    return Status::InvalidArgument("upload.batch_records: above 256");
-  if (u->bandwidth_bytes_per_s < 0)
-    return Status::InvalidArgument("upload.bandwidth_bytes_per_s: negative");
-  return Status::Ok();
+void CheckName(const std::string& key, const std::string& value, config::Problems* p) {
+  const Status s = transport::ValidateName(key, value);
+  if (!s.ok()) p->Add(key, s.message().substr(key.size() + 2));  // without its "key: "
 }
 
-Status ParseMapSync(const YAML::Node& node, MapSyncConfig* m) {
-  Section s(node, "map_sync.");
-  int64_t chunk_kb = m->chunk_bytes >> 10;
-  DV_RETURN_IF_ERROR(s.Get("enabled", &m->enabled));
-  DV_RETURN_IF_ERROR(s.Get("root", &m->root));
-  DV_RETURN_IF_ERROR(s.Get("endpoint", &m->endpoint));
-  DV_RETURN_IF_ERROR(s.Get("interval_ms", &m->interval_ms));
-  DV_RETURN_IF_ERROR(s.Get("timeout_ms", &m->timeout_ms));
-  DV_RETURN_IF_ERROR(s.Get("chunk_kb", &chunk_kb));
-  DV_RETURN_IF_ERROR(s.CheckUnknown());
-  if (m->enabled && m->root.empty())
-    return Status::InvalidArgument("map_sync.root: required when map_sync.enabled");
-  DV_RETURN_IF_ERROR(Positive("map_sync.interval_ms", m->interval_ms));
-  DV_RETURN_IF_ERROR(Positive("map_sync.timeout_ms", m->timeout_ms));
-  if (chunk_kb < 1 || chunk_kb > int64_t(transport::kMaxMapChunkBytes >> 10))
-    return Status::InvalidArgument("map_sync.chunk_kb: 1 to 1024");
-  m->chunk_bytes = int(chunk_kb << 10);
-  return Status::Ok();
-}
-
-Status ParseSpool(const YAML::Node& node, transport::SpoolOptions* o) {
-  Section s(node, "spool.");
-  std::string sync = "group_commit";
-  int64_t budget_kb = int64_t(o->budget_bytes >> 10), segment_kb = int64_t(o->segment_bytes >> 10);
-  DV_RETURN_IF_ERROR(s.Get("dir", &o->dir));
-  DV_RETURN_IF_ERROR(s.Get("budget_kb", &budget_kb));
-  DV_RETURN_IF_ERROR(s.Get("segment_kb", &segment_kb));
-  DV_RETURN_IF_ERROR(s.Get("sync", &sync));
-  DV_RETURN_IF_ERROR(s.Get("group_commit_ms", &o->group_commit_ms));
-  DV_RETURN_IF_ERROR(s.CheckUnknown());
-  if (sync == "every_record") {
-    o->sync = transport::SpoolOptions::Sync::kEveryRecord;
-  } else if (sync == "group_commit") {
-    o->sync = transport::SpoolOptions::Sync::kGroupCommit;
-  } else {
-    return Status::InvalidArgument("spool.sync: '" + sync +
-                                   "' is not every_record or group_commit");
+// The rules that span keys, or that a value's type cannot say.
+void CheckAgentConfig(const AgentConfig& c, config::Problems* p) {
+  if (!c.vehicle.empty()) CheckName("vehicle", c.vehicle, p);
+  CheckName("drive", c.drive, p);
+  const UploadConfig& u = c.upload;
+  if (u.gate == UploadConfig::Gate::kLink && u.link_endpoint.empty()) {
+    p->Add("upload.gate", "link needs upload.link_endpoint");
   }
-  if (o->dir.empty()) return Status::InvalidArgument("spool.dir: required");
-  if (budget_kb <= 0 || segment_kb <= 0)
-    return Status::InvalidArgument("spool.budget_kb, spool.segment_kb: must be > 0");
-  o->budget_bytes = uint64_t(budget_kb) << 10;
-  o->segment_bytes = uint64_t(segment_kb) << 10;
-  return Status::Ok();
+  if (u.curve_server_key.empty() != u.curve_key_file.empty()) {
+    p->Add(u.curve_server_key.empty() ? "upload.curve_key_file" : "upload.curve_server_key",
+           "give upload.curve_server_key and upload.curve_key_file both or neither");
+  }
+  if (!u.curve_server_key.empty() && u.curve_server_key.size() != 40) {
+    p->Add("upload.curve_server_key", "not a 40-character Z85 key");
+  }
+  for (const auto& [key, value] : {std::pair{"upload.window_start_utc", &u.window_start_utc},
+                                   std::pair{"upload.window_end_utc", &u.window_end_utc}}) {
+    if (ClockMinutes(*value) < 0) p->Add(key, "'" + *value + "' is not HH:MM");
+  }
+  if (u.backoff_max_ms < u.backoff_min_ms) {
+    p->Add("upload.backoff_max_ms", "below upload.backoff_min_ms");
+  }
+  if (c.map_sync.enabled && c.map_sync.root.empty()) {
+    p->Add("map_sync.root", "required when map_sync.enabled");
+  }
+  for (size_t i = 0; i < c.sensors.size(); ++i) {
+    const std::string& topic = c.sensors[i].topic;
+    if (topic.empty()) p->Add("sensors[" + std::to_string(i) + "].topic", "empty");
+  }
 }
 
 }  // namespace
 
+const config::Schema<AgentConfig>& AgentSchema() {
+  using A = AgentConfig;
+  static const auto s =
+      config::Schema<A>()
+          .String("vehicle", &A::vehicle, "[A-Za-z0-9._-], at most 128 bytes")
+          .Required()
+          .String("drive", &A::drive, "empty: drive-YYYYMMDD of the agent's start (UTC)")
+          .SectionList("sensors", &A::sensors, SensorSchema(), 1, transport::kMaxHelloSensors,
+                       "{id, topic} of each LiDAR")
+          .String("lidar_endpoint", &A::lidar_endpoint, "the LiDAR driver's PUB; empty: none")
+          .String("pose_topic", &A::pose_topic, "the localiser's pose topic")
+          .Int("pose_max_gap_ms", &A::pose_max_gap_ms, 0, kMaxMs,
+               "no pose interpolated across a wider gap")
+          .String("source_drive", &A::source_drive, "offline: replay a drive folder instead")
+          .Double("source_rate_hz", &A::source_rate_hz, 0, 1e6, "offline pacing; 0: unpaced")
+          .String("map_dir", &A::map_dir, "route map; empty: intra-code every frame")
+          .Int("map_memory_mb", &A::map_memory_bytes, 1, int64_t(1) << 30,
+               "map tiles' memory budget", int64_t(1) << 20)
+          .Double("tolerance_m", &A::tolerance_m, 0.001, 100, "the guaranteed maximum error")
+          .Double("residual_precision_m", &A::residual_precision_m, 0, 100,
+                  "error of points the map does not explain")
+          .Bool("intensity", &A::intensity, "code intensity")
+          .Choice("encoder_backend", &A::encoder_backend,
+                  {{"cpu", codec::Backend::kCpu}, {"cuda", codec::Backend::kCuda}},
+                  "cuda: a -DDEJAVIEW_CUDA=ON build on a machine with a GPU")
+          .Int("encoder_threads", &A::encoder_threads, 1, 64, "frames encoded at once")
+          .Int("frame_threads", &A::frame_threads, 1, codec::kMaxEncoderThreads,
+               "threads sharing each frame's encoding")
+          .Int("queue_frames", &A::queue_frames, 1, 10000, "live frames waiting at most")
+          .Section("spool", &A::spool, SpoolSchema())
+          .Section("upload", &A::upload, UploadSchema())
+          .Section("map_sync", &A::map_sync, MapSyncSchema())
+          .String("metrics_listen", &A::metrics_listen, "Prometheus /metrics; empty: off")
+          .Section("log", &A::log, LogOptionsSchema());
+  return s;
+}
+
 StatusOr<AgentConfig> ParseAgentConfig(const std::string& text, const std::string& name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(name + ": not YAML: " + e.what());
-  }
-  if (!root.IsMap()) return Status::InvalidArgument(name + ": top level is not a mapping");
   AgentConfig c;
-  Section s(root, "");
-  auto with_name = [&](const Status& st) { return st.ok() ? st : st.WithContext(name); };
-  Status st;
-  try {
-    st = [&]() -> Status {
-      DV_RETURN_IF_ERROR(s.Get("vehicle", &c.vehicle));
-      DV_RETURN_IF_ERROR(s.Get("drive", &c.drive));
-      DV_RETURN_IF_ERROR(s.Get("lidar_endpoint", &c.lidar_endpoint));
-      DV_RETURN_IF_ERROR(s.Get("pose_topic", &c.pose_topic));
-      DV_RETURN_IF_ERROR(s.Get("pose_max_gap_ms", &c.pose_max_gap_ms));
-      DV_RETURN_IF_ERROR(s.Get("source_drive", &c.source_drive));
-      DV_RETURN_IF_ERROR(s.Get("source_rate_hz", &c.source_rate_hz));
-      DV_RETURN_IF_ERROR(s.Get("map_dir", &c.map_dir));
-      int64_t map_mb = c.map_memory_bytes >> 20;
-      DV_RETURN_IF_ERROR(s.Get("map_memory_mb", &map_mb));
-      c.map_memory_bytes = map_mb << 20;
-      DV_RETURN_IF_ERROR(s.Get("tolerance_m", &c.tolerance_m));
-      DV_RETURN_IF_ERROR(s.Get("residual_precision_m", &c.residual_precision_m));
-      DV_RETURN_IF_ERROR(s.Get("intensity", &c.intensity));
-      std::string backend = "cpu";
-      DV_RETURN_IF_ERROR(s.Get("encoder_backend", &backend));
-      auto be = codec::ParseBackend(backend);
-      if (!be.ok()) return be.status().WithContext("encoder_backend");
-      c.encoder_backend = *be;
-      DV_RETURN_IF_ERROR(s.Get("encoder_threads", &c.encoder_threads));
-      DV_RETURN_IF_ERROR(s.Get("frame_threads", &c.frame_threads));
-      DV_RETURN_IF_ERROR(s.Get("queue_frames", &c.queue_frames));
-      DV_RETURN_IF_ERROR(s.Get("metrics_listen", &c.metrics_listen));
-      if (const YAML::Node sensors = s.Child("sensors")) {
-        if (!sensors.IsSequence() || sensors.size() == 0 ||
-            sensors.size() > transport::kMaxHelloSensors) {
-          return Status::InvalidArgument("sensors: a list of 1 to 64 {id, topic}");
-        }
-        c.sensors.clear();
-        for (size_t i = 0; i < sensors.size(); ++i) {
-          Section ss(sensors[i], "sensors[" + std::to_string(i) + "].");
-          SensorConfig sc;
-          DV_RETURN_IF_ERROR(ss.Get("id", &sc.id));
-          DV_RETURN_IF_ERROR(ss.Get("topic", &sc.topic));
-          DV_RETURN_IF_ERROR(ss.CheckUnknown());
-          c.sensors.push_back(sc);
-        }
-      }
-      DV_RETURN_IF_ERROR(ParseSpool(s.Child("spool"), &c.spool));
-      if (const YAML::Node up = s.Child("upload")) DV_RETURN_IF_ERROR(ParseUpload(up, &c.upload));
-      if (const YAML::Node ms = s.Child("map_sync"))
-        DV_RETURN_IF_ERROR(ParseMapSync(ms, &c.map_sync));
-      return s.CheckUnknown();
-    }();
-  } catch (const YAML::Exception& e) {
-    st = Status::InvalidArgument(std::string("malformed value: ") + e.what());
-  }
-  DV_RETURN_IF_ERROR(with_name(st));
-  if (c.vehicle.empty()) return with_name(Status::InvalidArgument("vehicle: required"));
-  DV_RETURN_IF_ERROR(with_name(transport::ValidateName("vehicle", c.vehicle)));
-  DV_RETURN_IF_ERROR(with_name(transport::ValidateName("drive", c.drive)));
-  if (c.encoder_threads < 1 || c.encoder_threads > 64)
-    return with_name(Status::InvalidArgument("encoder_threads: 1 to 64"));
-  if (c.frame_threads < 1 || c.frame_threads > codec::kMaxEncoderThreads)
-    return with_name(Status::InvalidArgument("frame_threads: 1 to " +
-                                             std::to_string(codec::kMaxEncoderThreads)));
-  if (c.queue_frames < 1 || c.queue_frames > 10000)
-    return with_name(Status::InvalidArgument("queue_frames: 1 to 10000"));
-  if (!(c.tolerance_m > 0)) return with_name(Status::InvalidArgument("tolerance_m: must be > 0"));
-  if (c.source_rate_hz < 0) return with_name(Status::InvalidArgument("source_rate_hz: negative"));
+  DV_RETURN_IF_ERROR(
+      config::LoadString<AgentConfig>(text, name, AgentSchema(), &c, CheckAgentConfig));
+  c.upload.window_start_min = ClockMinutes(c.upload.window_start_utc);
+  c.upload.window_end_min = ClockMinutes(c.upload.window_end_utc);
   return c;
 }
 
 StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
-  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, 1 << 20));
+  DV_ASSIGN_OR_RETURN(const std::string text, ReadFileText(path, config::kMaxConfigBytes));
   return ParseAgentConfig(text, path);
 }
 

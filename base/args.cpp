@@ -11,14 +11,26 @@ StatusOr<Args> Args::Parse(int argc, char** argv, const std::set<std::string>& v
   Args a;
   for (int i = 0; i < argc; ++i) {
     const std::string s = argv[i];
+    if (s == "-h" && flag_keys.count("help")) {
+      a.flags_.insert("help");
+      continue;
+    }
     if (s.rfind("--", 0) != 0 || s == "--") {
       a.positional_.push_back(s);
       continue;
     }
-    const std::string key = s.substr(2);
+    // "--key value" or "--key=value" (the value may itself hold '=').
+    const size_t eq = s.find('=');
+    const std::string key = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     if (flag_keys.count(key)) {
+      if (eq != std::string::npos)
+        return Status::InvalidArgument("option --" + key + " takes no value");
       a.flags_.insert(key);
     } else if (value_keys.count(key)) {
+      if (eq != std::string::npos) {
+        a.values_.emplace(key, s.substr(eq + 1));
+        continue;
+      }
       if (i + 1 >= argc) return Status::InvalidArgument("option --" + key + " needs a value");
       a.values_.emplace(key, argv[++i]);
     } else {

@@ -11,23 +11,50 @@
 
 #include "text_util.h"
 
-namespace dv::config::internal {
+namespace dv::config {
+
+void Problems::Add(const std::string& path, const std::string& what) {
+  // The key's own position, else its nearest enclosing section's ("a.b[2].c" -> "a.b[2]" ->
+  // "a.b" -> "a" -> ""), else the file name.
+  std::string p = path;
+  for (;;) {
+    const auto it = positions_.find(p);
+    if (it != positions_.end()) {
+      errors_.push_back(it->second + ": " + path + ": " + what);
+      return;
+    }
+    if (p.empty()) break;
+    const size_t cut = p.find_last_of(".[");
+    p = cut == std::string::npos ? "" : p.substr(0, cut);
+  }
+  errors_.push_back(name_ + ": " + path + ": " + what);
+}
+
+namespace internal {
+
+struct ProblemsAccess {
+  static std::string& name(Problems* p) { return p->name_; }
+  static std::map<std::string, std::string>& positions(Problems* p) { return p->positions_; }
+  static std::vector<std::string>& errors(Problems* p) { return p->errors_; }
+};
+
 namespace {
 
 using dv::internal::Printable;
+using Context = Problems;
 
-struct Context {
-  const std::string& name;
-  std::vector<std::string> errors;
-};
-
-std::string Where(const Context& ctx, const YAML::Mark& m) {
-  if (m.line < 0) return ctx.name;  // yaml-cpp's null mark: no position known
-  return ctx.name + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+std::string Where(Context* ctx, const YAML::Mark& m) {
+  const std::string& name = ProblemsAccess::name(ctx);
+  if (m.line < 0) return name;  // yaml-cpp's null mark: no position known
+  return name + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
 }
 
 void Error(Context* ctx, const YAML::Node& at, const std::string& path, const std::string& what) {
-  ctx->errors.push_back(Where(*ctx, at.Mark()) + ": " + path + ": " + what);
+  ProblemsAccess::errors(ctx).push_back(Where(ctx, at.Mark()) + ": " + path + ": " + what);
+}
+
+void Locate(Context* ctx, const YAML::Node& at, const std::string& path) {
+  ProblemsAccess::positions(ctx).emplace(path, Where(ctx, at.Mark()));
 }
 
 const char* NodeKind(const YAML::Node& n) {
@@ -97,11 +124,15 @@ std::string TypeText(const Entry& e) {
     case Kind::kString:
       return "a string";
     case Kind::kEnum:
+    case Kind::kChoice:
       return "one of " + Join(e.allowed);
     case Kind::kStringList:
       return "a list of strings";
     case Kind::kSection:
       return "a mapping";
+    case Kind::kSectionList:
+      return "a list of " + std::to_string(e.min_items) + " to " + std::to_string(e.max_items) +
+             " mappings";
   }
   return "";
 }
@@ -129,12 +160,39 @@ bool ParseDouble(const std::string& s, double* out) {
 void ApplyMap(const Core& core, const YAML::Node& node, const std::string& path, void* obj,
               Context* ctx);
 
+// Required keys of core (and of its sections) that a mapping at `at` lacks; seen: its keys.
+void MissingRequired(const Core& core, const YAML::Node& at, const std::string& path,
+                     const std::set<std::string>& seen, Context* ctx) {
+  for (const Entry& e : core.entries) {
+    if (seen.count(e.key)) continue;
+    const std::string key_path = (path.empty() ? "" : path + ".") + e.key;
+    if (e.required) Error(ctx, at, key_path, "required key missing");
+    if (e.kind == Kind::kSection) MissingRequired(*e.section, at, key_path, {}, ctx);
+  }
+}
+
+void ApplyList(const Entry& e, const YAML::Node& v, const std::string& path, void* obj,
+               Context* ctx) {
+  if (!v.IsSequence() || v.size() < e.min_items || v.size() > e.max_items) {
+    const std::string got = v.IsSequence() ? "a list of " + std::to_string(v.size()) : NodeKind(v);
+    return Error(ctx, v, path, "expected " + TypeText(e) + ", got " + got);
+  }
+  void* list = e.member(obj);
+  e.clear(list);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    Locate(ctx, v[i], item_path);
+    ApplyMap(*e.section, v[i], item_path, e.item(list, i), ctx);
+  }
+}
+
 void ApplyEntry(const Entry& e, const YAML::Node& v, const std::string& path, void* obj,
                 Context* ctx) {
   if (e.kind == Kind::kSection) {
     ApplyMap(*e.section, v, path, e.member(obj), ctx);
     return;
   }
+  if (e.kind == Kind::kSectionList) return ApplyList(e, v, path, obj, ctx);
   if (e.kind == Kind::kStringList) {
     if (!v.IsSequence())
       return Error(ctx, v, path, "expected a list of strings, got " + std::string(NodeKind(v)));
@@ -190,14 +248,21 @@ void ApplyEntry(const Entry& e, const YAML::Node& v, const std::string& path, vo
       *static_cast<std::string*>(e.member(obj)) = s;
       return;
     case Kind::kEnum:
-      if (std::find(e.allowed.begin(), e.allowed.end(), s) == e.allowed.end()) {
+    case Kind::kChoice: {
+      const auto at = std::find(e.allowed.begin(), e.allowed.end(), s);
+      if (at == e.allowed.end()) {
         const std::string near = Nearest(s, e.allowed);
         return Error(ctx, v, path,
                      shown + " is not " + TypeText(e) +
                          (near.empty() ? "" : " (did you mean '" + near + "'?)"));
       }
-      *static_cast<std::string*>(e.member(obj)) = s;
+      if (e.kind == Kind::kEnum) {
+        *static_cast<std::string*>(e.member(obj)) = s;
+      } else {
+        e.set_choice(obj, size_t(at - e.allowed.begin()));
+      }
       return;
+    }
     default:
       return;
   }
@@ -205,7 +270,8 @@ void ApplyEntry(const Entry& e, const YAML::Node& v, const std::string& path, vo
 
 void ApplyMap(const Core& core, const YAML::Node& node, const std::string& path, void* obj,
               Context* ctx) {
-  if (node.IsNull()) return;  // an empty section keeps every default
+  // An empty section keeps every default (and lacks its required keys).
+  if (node.IsNull()) return MissingRequired(core, node, path, {}, ctx);
   if (!node.IsMap()) {
     return Error(ctx, node, path.empty() ? "(top level)" : path,
                  "expected a mapping, got " + std::string(NodeKind(node)));
@@ -225,6 +291,7 @@ void ApplyMap(const Core& core, const YAML::Node& node, const std::string& path,
       Error(ctx, k, key_path, "duplicate key");
       continue;
     }
+    Locate(ctx, k, key_path);
     const auto e = std::find_if(core.entries.begin(), core.entries.end(),
                                 [&](const Entry& x) { return x.key == k.Scalar(); });
     if (e == core.entries.end()) {
@@ -236,6 +303,7 @@ void ApplyMap(const Core& core, const YAML::Node& node, const std::string& path,
     }
     ApplyEntry(*e, kv.second, key_path, obj, ctx);
   }
+  MissingRequired(core, node, path, seen, ctx);
 }
 
 void DescribeInto(const Core& core, const std::string& path, void* defaults, std::string* out) {
@@ -243,6 +311,10 @@ void DescribeInto(const Core& core, const std::string& path, void* defaults, std
     const std::string p = path.empty() ? e.key : path + "." + e.key;
     if (e.kind == Kind::kSection) {
       DescribeInto(*e.section, p, e.member(defaults), out);
+      continue;
+    }
+    if (e.kind == Kind::kSectionList) {
+      *out += p + ": " + TypeText(e) + (e.help.empty() ? "" : ": " + e.help) + "\n";
       continue;
     }
     std::string value;
@@ -263,6 +335,9 @@ void DescribeInto(const Core& core, const std::string& path, void* defaults, std
       case Kind::kEnum:
         value = "'" + *static_cast<std::string*>(e.member(defaults)) + "'";
         break;
+      case Kind::kChoice:
+        value = "'" + e.allowed.at(e.get_choice(defaults)) + "'";
+        break;
       case Kind::kStringList: {
         for (const auto& s : *static_cast<std::vector<std::string>*>(e.member(defaults))) {
           value += (value.empty() ? "'" : ", '") + s + "'";
@@ -271,6 +346,7 @@ void DescribeInto(const Core& core, const std::string& path, void* defaults, std
         break;
       }
       case Kind::kSection:
+      case Kind::kSectionList:
         break;
     }
     *out += p + ": " + TypeText(e) + ", default " + value + (e.help.empty() ? "" : ": " + e.help) +
@@ -280,19 +356,24 @@ void DescribeInto(const Core& core, const std::string& path, void* defaults, std
 
 }  // namespace
 
-Status Load(const Core& core, const std::string& text, const std::string& name, void* obj) {
-  Context ctx{name, {}};
+Status Load(const Core& core, const std::string& text, const std::string& name, void* obj,
+            const std::function<void(const void*, Problems*)>& check) {
+  Problems ctx;
+  ProblemsAccess::name(&ctx) = name;
   try {
     const YAML::Node root = YAML::Load(text);
+    Locate(&ctx, root, "");
     ApplyMap(core, root, "", obj, &ctx);
   } catch (const YAML::Exception& e) {
     // yaml-cpp reports syntax errors (and its depth limit) only by exception; this is the
     // boundary where they become a Status.
-    return Status::InvalidArgument(Where(ctx, e.mark) + ": YAML syntax error: " + e.msg);
+    return Status::InvalidArgument(Where(&ctx, e.mark) + ": YAML syntax error: " + e.msg);
   }
-  if (ctx.errors.empty()) return Status::Ok();
+  if (check) check(obj, &ctx);
+  const std::vector<std::string>& errors = ProblemsAccess::errors(&ctx);
+  if (errors.empty()) return Status::Ok();
   std::string all;
-  for (const auto& e : ctx.errors) all += (all.empty() ? "" : "\n") + e;
+  for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
   return Status::InvalidArgument(all);
 }
 
@@ -303,4 +384,5 @@ std::string Describe(const Core& core, const void* defaults) {
   return out;
 }
 
-}  // namespace dv::config::internal
+}  // namespace internal
+}  // namespace dv::config

@@ -3,6 +3,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -79,20 +80,34 @@ StatusOr<std::unique_ptr<spdlog::formatter>> MakeLogFormatter(const std::string&
   return std::unique_ptr<spdlog::formatter>(std::move(f));
 }
 
-Status SetupLogging(const LogOptions& options, const std::string& name) {
-  std::string level_name = options.level;
-  if (const char* env = std::getenv("DEJAVIEW_LOG"); env && *env) level_name = env;
-  auto level = ParseLogLevel(level_name);
-  if (!level.ok()) {
-    return std::getenv("DEJAVIEW_LOG") ? level.status().WithContext("DEJAVIEW_LOG")
-                                       : level.status();
+StatusOr<LogOptions> ApplyLogEnvironment(LogOptions options) {
+  const char* env = std::getenv("DEJAVIEW_LOG");
+  if (!env || !*env) return options;
+  const std::string value = env;
+  for (size_t pos = 0; pos <= value.size();) {
+    const size_t comma = std::min(value.find(',', pos), value.size());
+    const std::string word = value.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (word == "text" || word == "json") {
+      options.format = word;
+      continue;
+    }
+    auto level = ParseLogLevel(word);
+    if (!level.ok()) return level.status().WithContext("DEJAVIEW_LOG");
+    options.level = word;
   }
+  return options;
+}
+
+Status SetupLogging(const LogOptions& configured, const std::string& name) {
+  DV_ASSIGN_OR_RETURN(const LogOptions options, ApplyLogEnvironment(configured));
+  DV_ASSIGN_OR_RETURN(const spdlog::level::level_enum level, ParseLogLevel(options.level));
   DV_ASSIGN_OR_RETURN(std::unique_ptr<spdlog::formatter> formatter,
                       MakeLogFormatter(options.format));
   auto logger =
       std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_formatter(std::move(formatter));
-  logger->set_level(*level);
+  logger->set_level(level);
   spdlog::set_default_logger(std::move(logger));
   return Status::Ok();
 }

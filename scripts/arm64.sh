@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
 # The vehicle side (base, maps, codec, transport, agent) cross-built for arm64 with Debian's
-# cross toolchain and multiarch arm64 library packages, and its unit tests run under
-# qemu-user (ctest uses CMAKE_CROSSCOMPILING_EMULATOR). Not part of CI (time budget).
-#   usage: bash scripts/arm64.sh            (installs what it needs with apt, sudo when not root)
+# cross toolchain and multiarch arm64 library packages (scripts/install-deps.sh installs them),
+# run under qemu-user.
+#   bash scripts/arm64.sh          every vehicle unit test under qemu (ctest uses
+#                                  CMAKE_CROSSCOMPILING_EMULATOR)
+#   bash scripts/arm64.sh --smoke  the CI stage: only what the smoke needs is built; the codec
+#                                  smoke (tests/vehicle/codec_smoke.cpp: a real KITTI frame's
+#                                  map, delta and intra payloads) must write the same bytes under
+#                                  qemu as the amd64 Release build (build/), and the spool tests
+#                                  pass under qemu
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-bash scripts/install-deps.sh  # the host side (headers of Eigen, nanoflann, cppzmq, json)
-if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-  $SUDO dpkg --add-architecture arm64
-  $SUDO apt-get update -q
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get install -y -q --no-install-recommends g++-aarch64-linux-gnu qemu-user \
-  libzmq3-dev:arm64 liblz4-dev:arm64 libzstd-dev:arm64 libyaml-cpp0.7:arm64 \
-  libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64 liblzf-dev:arm64
+mode=${1:-all}
+bash scripts/install-deps.sh
 # libyaml-cpp-dev is not Multi-Arch: same in Debian 12 (installing :arm64 removes the host's
 # :amd64 one), so its arm64 files are unpacked into a private prefix instead.
 sysroot=build-arm64/sysroot
@@ -27,6 +24,23 @@ fi
 cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEJAVIEW_WERROR=ON \
   -DDEJAVIEW_VEHICLE_ONLY=ON -DCMAKE_TOOLCHAIN_FILE=scripts/aarch64-toolchain.cmake \
   -DCMAKE_PREFIX_PATH="$PWD/$sysroot/usr" >/dev/null
+data=../shared/data/kitti-odometry-mini/00
+if [ "$mode" = --smoke ]; then
+  cmake --build build-arm64 -j "$(nproc)" --target codec_smoke vehicle_transport_test
+  if [ ! -f build/build.ninja ]; then
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEJAVIEW_WERROR=ON >/dev/null
+  fi
+  cmake --build build -j "$(nproc)" --target codec_smoke
+  rm -rf build/codec_smoke_amd64 build-arm64/codec_smoke_arm64
+  build/tests/vehicle/codec_smoke "$data" build/codec_smoke_amd64
+  qemu-aarch64 -L /usr/aarch64-linux-gnu build-arm64/tests/vehicle/codec_smoke "$data" \
+    build-arm64/codec_smoke_arm64
+  diff -r build/codec_smoke_amd64 build-arm64/codec_smoke_arm64
+  echo "arm64: codec smoke byte-identical to amd64 ($(find build/codec_smoke_amd64 -type f | wc -l) files)"
+  qemu-aarch64 -L /usr/aarch64-linux-gnu build-arm64/tests/vehicle/vehicle_transport_test \
+    --gtest_filter='Spool*' --gtest_brief=1
+  exit 0
+fi
 cmake --build build-arm64 -j "$(nproc)"
 file build-arm64/agent/dejaview-agent
 # Two tests are excluded, both limits of qemu-user, not of arm64: gtest death tests fork a

@@ -12,6 +12,13 @@ PKGS=(
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
   python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
   zlib1g-dev liblzf-dev
+  prometheus  # promtool: the tests lint the agent's and server's /metrics with it
+  systemd  # systemd-analyze: scripts/install-check.sh verifies the units with it
+  # The arm64 cross build (scripts/arm64.sh, a CI stage): Debian's cross compiler, qemu-user and
+  # the arm64 libraries (multiarch; libyaml-cpp-dev is unpacked by arm64.sh, see there).
+  g++-aarch64-linux-gnu qemu-user
+  libzmq3-dev:arm64 liblz4-dev:arm64 libzstd-dev:arm64 libyaml-cpp0.7:arm64
+  libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64 liblzf-dev:arm64
 )
 # npm packages the tests run, installed into the project (.deps/): the store tests' S3-compatible
 # server (s3rver) and the reference MCAP and CDR writers (@mcap/core, @foxglove/cdr) for the
@@ -36,5 +43,8 @@ if [ "${#missing[@]}" -eq 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command (2): install packages, build (Release, warnings as errors, the CUDA backend where
-# nvcc is), run every test, then the same tests under address+undefined sanitizers (clang), bounded
-# libFuzzer runs of every parser, the agent pipeline under the thread sanitizer, then the
+# nvcc is), run every test, the arm64 cross build's qemu smoke, the packages installed into a
+# fresh root and run from there, then the same tests under address+undefined sanitizers (clang),
+# bounded libFuzzer runs of every parser, the agent pipeline under the thread sanitizer, then the
 # clang-format check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,15 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEJAVIEW_WERROR=ON "${
 cmake --build build -j "$JOBS"
 stage "Tests (Release)"
 ctest --test-dir build -j "$JOBS" --output-on-failure 2>&1 | tail -n 25
+
+# The vehicle computers are arm64: the codec and spool cross-built and run under qemu-user, the
+# codec's bytes compared with this Release build's (only the smoke's targets are built here;
+# `bash scripts/arm64.sh` runs every vehicle test).
+stage "arm64 cross build + qemu smoke (codec bytes equal amd64's, spool tests)"
+bash scripts/arm64.sh --smoke
+
+stage "Packages (.deb into a fresh root: units verified, installed agent and server end to end)"
+bash scripts/install-check.sh
 
 # One clang build serves two stages: every test under ASan+UBSan, then each libFuzzer target
 # fuzzed for a bounded time (the libraries with fuzz targets carry the fuzzer's coverage

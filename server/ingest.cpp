@@ -352,12 +352,14 @@ Status RunServer(const ServerOptions& options, const std::atomic<bool>* stop,
     return Status::Unavailable("server: bind " + options.listen + ": " + e.what());
   }
   metrics::Registry registry;
+  metrics::RegisterBuildInfo(&registry, "dejaview-server");
   ServerMetrics published(&registry);
   published.Update(ingest.stats(), storage.store->Metrics(), map_service.stats());
   std::unique_ptr<metrics::MetricsHttp> http;
   if (!options.metrics_listen.empty()) {
-    DV_ASSIGN_OR_RETURN(http, metrics::MetricsHttp::Start(options.metrics_listen,
-                                                          [&] { return registry.RenderText(); }));
+    DV_ASSIGN_OR_RETURN(http, metrics::MetricsHttp::Start(options.metrics_listen, [&] {
+                          return metrics::RenderExposition(&registry);
+                        }));
     spdlog::info("server: metrics on http://{}/metrics (port {})", options.metrics_listen,
                  http->port());
     if (!options.metrics_port_file.empty()) {

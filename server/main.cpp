@@ -1,5 +1,6 @@
 // dejaview-server: upload ingest (docs/upload-protocol.md) into the tiered store and frame index,
 // and the map service (docs/map-sync.md).
+#include <spdlog/formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -9,10 +10,27 @@
 
 #include "dejaview/base/args.h"
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/log.h"
 #include "dejaview/base/memory.h"
+#include "dejaview/base/version.h"
 #include "dejaview/server/ingest.h"
+#include "dejaview/store/config.h"
 
 namespace {
+
+// --check-config: what the server would refuse at start, without opening or creating anything:
+// the log options (with DEJAVIEW_LOG), and the store's tier config with its credentials.
+dv::Status CheckServerConfig(const dv::server::ServerOptions& o, const dv::LogOptions& log) {
+  DV_ASSIGN_OR_RETURN(const dv::LogOptions effective, dv::ApplyLogEnvironment(log));
+  DV_RETURN_IF_ERROR(dv::ParseLogLevel(effective.level).status().WithContext("--log-level"));
+  DV_RETURN_IF_ERROR(dv::MakeLogFormatter(effective.format).status().WithContext("--log-format"));
+  dv::store::StoreConfig config;
+  config.disk.dir = o.store_dir;
+  if (o.store_config.empty()) return dv::store::FinishStoreConfig(o.store_dir, &config);
+  DV_ASSIGN_OR_RETURN(const std::string yaml,
+                      dv::ReadFileText(o.store_config, dv::config::kMaxConfigBytes));
+  return dv::store::ApplyStoreConfig(yaml, o.store_config, &config);
+}
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
@@ -23,12 +41,17 @@ void OnHangup(int) { g_reload.store(true); }
 
 int main(int argc, char** argv) {
   dv::RetainFreedMemory();
-  auto args = dv::cli::Args::Parse(
-      argc - 1, argv + 1,
-      {"listen", "store", "db", "store-config", "port-file", "curve-key", "keys-dir",
-       "vehicle-rate", "vehicle-quota", "metrics", "metrics-port-file", "maps"},
-      {"help"});
+  auto args =
+      dv::cli::Args::Parse(argc - 1, argv + 1,
+                           {"listen", "store", "db", "store-config", "port-file", "curve-key",
+                            "keys-dir", "vehicle-rate", "vehicle-quota", "metrics",
+                            "metrics-port-file", "maps", "log-level", "log-format"},
+                           {"check-config", "version", "help"});
   if (!args.ok()) return dv::cli::Fail("server", args.status());
+  if (args->Has("version")) {
+    std::printf("dejaview-server %s\n", dv::Version());
+    return 0;
+  }
   if (args->Has("help") || !args->Has("store")) {
     std::printf(
         "usage: dejaview-server --store DIR [--listen tcp://127.0.0.1:5555] [--db INDEX]\n"
@@ -39,7 +62,11 @@ int main(int argc, char** argv) {
         "                        SIGHUP reloads it: docs/security.md)\n"
         "                       [--vehicle-rate BYTES_PER_S] [--vehicle-quota BYTES]  (0: none)\n"
         "                       [--metrics 127.0.0.1:9101 [--metrics-port-file FILE]]\n"
-        "                       [--maps ROOT]   (serve ROOT's map versions, docs/map-sync.md)\n");
+        "                       [--maps ROOT]   (serve ROOT's map versions, docs/map-sync.md)\n"
+        "                       [--log-level info] [--log-format text|json]   (to stderr;\n"
+        "                        DEJAVIEW_LOG=LEVEL,FORMAT overrides)\n"
+        "                       [--check-config]   (check the options and --store-config, exit)\n"
+        "                       [-h|--help] [--version]   (options also as --key=value)\n");
     return args->Has("help") ? 0 : dv::cli::kUsage;
   }
   dv::server::ServerOptions o;
@@ -63,6 +90,17 @@ int main(int argc, char** argv) {
   o.limits.vehicle_bytes_per_s = uint64_t(*rate);
   o.limits.vehicle_quota_bytes = uint64_t(*quota);
   o.maps_root = args->Get("maps");
+  dv::LogOptions log;
+  log.level = args->Get("log-level", log.level);
+  log.format = args->Get("log-format", log.format);
+  if (args->Has("check-config")) {
+    const dv::Status checked = CheckServerConfig(o, log);
+    if (!checked.ok()) return dv::cli::Fail("server", checked);
+    std::printf("server options and store config: ok\n");
+    return 0;
+  }
+  const dv::Status logging = dv::SetupLogging(log, "dejaview-server");
+  if (!logging.ok()) return dv::cli::Fail("server", logging);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGHUP, OnHangup);

@@ -1,8 +1,7 @@
 #include "dejaview/store/config.h"
 
-#include <cstdlib>
-
 #include "dejaview/base/file_util.h"
+#include "dejaview/store/credentials.h"
 
 namespace dv::store {
 namespace {
@@ -97,16 +96,11 @@ Status FinishStoreConfig(const std::string& what, StoreConfig* c) {
   }
   if (r.bucket.empty()) return Status::InvalidArgument(what + ": remote.bucket: required");
   if (!r.access_key.empty() && !r.secret_key.empty()) return Status::Ok();  // set by the caller
-  const char* id = std::getenv("AWS_ACCESS_KEY_ID");
-  const char* secret = std::getenv("AWS_SECRET_ACCESS_KEY");
-  if (!id || !secret || !*id || !*secret) {
-    return Status::InvalidArgument(
-        what +
-        ": remote: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set in the "
-        "environment");
-  }
-  r.access_key = id;
-  r.secret_key = secret;
+  auto creds = ResolveAwsCredentials();
+  if (!creds.ok()) return Status::InvalidArgument(what + ": remote: " + creds.status().message());
+  r.access_key = creds->access_key;
+  r.secret_key = creds->secret_key;
+  r.session_token = creds->session_token;
   return Status::Ok();
 }
 

@@ -98,6 +98,12 @@ class Sql {
   virtual StatusOr<std::vector<Row>> Run(const std::string& sql, const Row& params) = 0;
   virtual const char* begin() const = 0;  // the statement that opens a write transaction
   virtual const std::string& where() const = 0;
+  // The spatial index on the frames' positions (place look-ups: FrameQuery::near), created with
+  // the table, and the condition that selects the rows whose position lies in the box
+  // [p[0], p[1]] x [p[2], p[3]] x [p[4], p[5]] through it (p: parameter placeholders).
+  virtual std::vector<std::string> PlaceSchema() const = 0;
+  virtual std::string InBox(const std::vector<std::string>& p) const = 0;
+  virtual std::string ExplainPrefix() const = 0;  // turns a query into its plan
 };
 
 class SqliteSql : public Sql {
@@ -106,6 +112,26 @@ class SqliteSql : public Sql {
   ~SqliteSql() override { sqlite3_close(db_); }
   const char* begin() const override { return "BEGIN IMMEDIATE"; }  // writers queue at BEGIN
   const std::string& where() const override { return where_; }
+  // An R*Tree (Debian's SQLite is built with it) of each frame's position, filled by a trigger
+  // on insert; an index made before it existed is filled at open. R*Tree coordinates are 32-bit
+  // floats rounded outwards, so its boxes hold every row the exact box holds (Query then keeps
+  // the exact sphere).
+  std::vector<std::string> PlaceSchema() const override {
+    return {
+        "CREATE VIRTUAL TABLE IF NOT EXISTS frames_place USING rtree(id, min_x, max_x, min_y,"
+        " max_y, min_z, max_z)",
+        "CREATE TRIGGER IF NOT EXISTS frames_place_insert AFTER INSERT ON frames BEGIN"
+        " INSERT INTO frames_place VALUES (new.rowid, new.tx, new.tx, new.ty, new.ty, new.tz,"
+        " new.tz); END",
+        "INSERT INTO frames_place SELECT rowid, tx, tx, ty, ty, tz, tz FROM frames"
+        " WHERE rowid NOT IN (SELECT id FROM frames_place)"};
+  }
+  std::string InBox(const std::vector<std::string>& p) const override {
+    return "rowid IN (SELECT id FROM frames_place WHERE max_x >= " + p[0] +
+           " AND min_x <= " + p[1] + " AND max_y >= " + p[2] + " AND min_y <= " + p[3] +
+           " AND max_z >= " + p[4] + " AND min_z <= " + p[5] + ")";
+  }
+  std::string ExplainPrefix() const override { return "EXPLAIN QUERY PLAN "; }
 
   StatusOr<std::vector<Row>> Run(const std::string& sql, const Row& params) override {
     sqlite3_stmt* st = nullptr;
@@ -145,6 +171,18 @@ class PostgresSql : public Sql {
   ~PostgresSql() override { PQfinish(conn_); }
   const char* begin() const override { return "BEGIN"; }
   const std::string& where() const override { return where_; }
+  // A GiST index on each frame's (x, y) as a degenerate box (built-in geometric types: no
+  // PostGIS needed); height is filtered on the rows it yields.
+  std::vector<std::string> PlaceSchema() const override {
+    return {
+        "CREATE INDEX IF NOT EXISTS frames_by_place ON frames USING gist"
+        " (box(point(tx, ty), point(tx, ty)))"};
+  }
+  std::string InBox(const std::vector<std::string>& p) const override {
+    return "box(point(tx, ty), point(tx, ty)) && box(point(" + p[0] + ", " + p[2] + "), point(" +
+           p[1] + ", " + p[3] + ")) AND tz >= " + p[4] + " AND tz <= " + p[5];
+  }
+  std::string ExplainPrefix() const override { return "EXPLAIN "; }
 
   StatusOr<std::vector<Row>> Run(const std::string& sql, const Row& params) override {
     std::vector<const char*> values;
@@ -179,6 +217,7 @@ class SqlFrameIndex : public FrameIndex {
     std::lock_guard<std::mutex> lock(mu_);
     for (const char* s : {kCreateTable, kCreateIndex})
       DV_RETURN_IF_ERROR(sql_->Run(s, {}).status());
+    for (const std::string& s : sql_->PlaceSchema()) DV_RETURN_IF_ERROR(sql_->Run(s, {}).status());
     return Status::Ok();
   }
   Sql* sql() { return sql_.get(); }
@@ -221,24 +260,8 @@ class SqlFrameIndex : public FrameIndex {
   }
 
   StatusOr<std::vector<FrameRecord>> Query(const FrameQuery& q) override {
-    // The position filter is a bounding box in SQL, then the exact sphere here.
-    std::string sql = std::string(kColumns) + " WHERE 1 = 1";
     Row params;
-    auto where = [&](const std::string& clause, const std::string& value) {
-      params.push_back(value);
-      sql += " AND " + clause + " $" + std::to_string(params.size());
-    };
-    if (!q.vehicle.empty()) where("vehicle =", q.vehicle);
-    if (q.from_ns) where("timestamp_ns >=", std::to_string(*q.from_ns));
-    if (q.to_ns) where("timestamp_ns <", std::to_string(*q.to_ns));
-    if (q.near) {
-      const char* axes[] = {"tx", "ty", "tz"};
-      for (int a = 0; a < 3; ++a) {
-        where(std::string(axes[a]) + " >=", Num((*q.near)[a] - q.radius_m));
-        where(std::string(axes[a]) + " <=", Num((*q.near)[a] + q.radius_m));
-      }
-    }
-    sql += " ORDER BY vehicle, timestamp_ns, sensor_id, sequence";
+    const std::string sql = QuerySql(q, &params);
     std::vector<Row> rows;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -252,6 +275,16 @@ class SqlFrameIndex : public FrameIndex {
       out.push_back(std::move(r));
     }
     return out;
+  }
+
+  StatusOr<std::string> Explain(const FrameQuery& q) override {
+    Row params;
+    const std::string sql = sql_->ExplainPrefix() + QuerySql(q, &params);
+    std::lock_guard<std::mutex> lock(mu_);
+    DV_ASSIGN_OR_RETURN(const std::vector<Row> rows, sql_->Run(sql, params));
+    std::string plan;
+    for (const Row& row : rows) plan += (row.empty() ? "" : row.back()) + "\n";
+    return plan;
   }
 
   StatusOr<uint64_t> StoredBytes(const std::string& vehicle) override {
@@ -275,6 +308,28 @@ class SqlFrameIndex : public FrameIndex {
   }
 
  private:
+  // The statement of Query, its parameters in *params. The position filter is the box around
+  // the sphere, through the spatial index; Query keeps the exact sphere.
+  std::string QuerySql(const FrameQuery& q, Row* params) const {
+    std::string sql = std::string(kColumns) + " WHERE 1 = 1";
+    auto next = [&](const std::string& value) {
+      params->push_back(value);
+      return "$" + std::to_string(params->size());
+    };
+    if (!q.vehicle.empty()) sql += " AND vehicle = " + next(q.vehicle);
+    if (q.from_ns) sql += " AND timestamp_ns >= " + next(std::to_string(*q.from_ns));
+    if (q.to_ns) sql += " AND timestamp_ns < " + next(std::to_string(*q.to_ns));
+    if (q.near) {
+      std::vector<std::string> box;
+      for (int a = 0; a < 3; ++a) {
+        box.push_back(next(Num((*q.near)[a] - q.radius_m)));
+        box.push_back(next(Num((*q.near)[a] + q.radius_m)));
+      }
+      sql += " AND " + sql_->InBox(box);
+    }
+    return sql + " ORDER BY vehicle, timestamp_ns, sensor_id, sequence";
+  }
+
   std::unique_ptr<Sql> sql_;
   std::mutex mu_;  // one connection: one statement at a time
 };

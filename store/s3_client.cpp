@@ -96,14 +96,32 @@ std::string SigV4Authorization(const SigV4Request& req, const std::string& regio
                                         req.canonical_query + "\n" + canonical_headers + "\n" +
                                         signed_headers + "\n" + req.payload_sha256_hex;
   const std::string date = req.amz_date.substr(0, 8);
-  const std::string scope = date + "/" + region + "/s3/aws4_request";
+  const std::string scope = date + "/" + region + "/" + req.service + "/aws4_request";
   const std::string string_to_sign = "AWS4-HMAC-SHA256\n" + req.amz_date + "\n" + scope + "\n" +
                                      Sha256Hex(canonical_request.data(), canonical_request.size());
   const std::string key =
-      Hmac(Hmac(Hmac(Hmac("AWS4" + secret_key, date), region), "s3"), "aws4_request");
+      Hmac(Hmac(Hmac(Hmac("AWS4" + secret_key, date), region), req.service), "aws4_request");
   const std::string sig = Hmac(key, string_to_sign);
   return "AWS4-HMAC-SHA256 Credential=" + access_key + "/" + scope +
          ",SignedHeaders=" + signed_headers + ",Signature=" + HexEncode(sig.data(), sig.size());
+}
+
+SigV4Request S3SigV4Request(const S3Config& config, const std::string& method,
+                            const std::string& key, const std::string& query,
+                            const std::string& payload_sha256_hex, const std::string& range,
+                            const std::string& amz_date) {
+  SigV4Request req;
+  req.method = method;
+  req.canonical_uri = "/" + config.bucket + (key.empty() ? "/" : "/" + UriEncode(key, true));
+  req.canonical_query = query;
+  req.amz_date = amz_date;
+  req.payload_sha256_hex = payload_sha256_hex;
+  req.headers = {{"host", config.endpoint.substr(config.endpoint.find("://") + 3)},
+                 {"x-amz-content-sha256", payload_sha256_hex},
+                 {"x-amz-date", amz_date}};
+  if (!range.empty()) req.headers["range"] = range;
+  if (!config.session_token.empty()) req.headers["x-amz-security-token"] = config.session_token;
+  return req;
 }
 
 // Where a response body goes: into a caller's fixed buffer (object reads) or a bounded string.
@@ -185,18 +203,9 @@ void S3Client::ReleaseHandle(void* handle) {
 Status S3Client::Perform(const std::string& method, const std::string& key,
                          const std::string& query, const uint8_t* body, size_t body_size,
                          const std::string& range, Sink* sink, Response* response) {
-  const std::string host = config_.endpoint.substr(config_.endpoint.find("://") + 3);
-  const std::string path = "/" + config_.bucket + (key.empty() ? "/" : "/" + UriEncode(key, true));
-  SigV4Request req;
-  req.method = method;
-  req.canonical_uri = path;
-  req.canonical_query = query;
-  req.amz_date = AmzDateNow();
-  req.payload_sha256_hex = Sha256Hex(body, body_size);
-  req.headers = {{"host", host},
-                 {"x-amz-content-sha256", req.payload_sha256_hex},
-                 {"x-amz-date", req.amz_date}};
-  if (!range.empty()) req.headers["range"] = range;
+  const SigV4Request req =
+      S3SigV4Request(config_, method, key, query, Sha256Hex(body, body_size), range, AmzDateNow());
+  const std::string& path = req.canonical_uri;
   const std::string auth =
       SigV4Authorization(req, config_.region, config_.access_key, config_.secret_key);
 

@@ -177,7 +177,7 @@ int RunBench(int argc, char** argv) {
   const std::string mode = argc > 0 ? argv[0] : "";
   if (mode != "revisit" && mode != "quick" && mode != "multiday" && mode != "passes") {
     PrintHelp();
-    return mode == "--help" ? kOk : kUsage;
+    return mode == "--help" || mode == "-h" ? kOk : kUsage;
   }
   auto parsed = Args::Parse(argc - 1, argv + 1,
                             {"codecs", "codec", "knobs", "knob", "stride", "frames", "noise-xy",

@@ -7,17 +7,19 @@
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/codec/codec.h"
+#include "progress.h"
 
 namespace dv::cli {
 
 int RunDecode(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, {"map", "out", "map-budget-mb", "threads"}, {"help"});
+  auto args =
+      Args::Parse(argc, argv, {"map", "out", "map-budget-mb", "threads"}, {"help", "quiet"});
   if (!args.ok()) return Fail("decode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
         "usage: dejaview decode DELTADIR --map MAPDIR --out OUTDRIVE\n"
         "       dejaview decode FILE.dvd [--map MAPDIR] --out FRAME.bin\n"
-        "  [--threads N]\n"
+        "  [--threads N] [--quiet]\n"
         "  writes OUTDRIVE/velodyne/<frame>.bin (x, y, z, intensity) and OUTDRIVE/poses.txt;\n"
         "  N threads share each frame's decoding (default 1), the frames are the same with any "
         "N\n");
@@ -39,6 +41,7 @@ int RunDecode(int argc, char** argv) {
   std::vector<Pose> poses;
   size_t points = 0;
   codec::Decoder decoder(map->get());
+  Progress progress("decode", "frames", args->Has("quiet"));
   for (size_t k = 0; k < files->size(); ++k) {
     const std::string& f = (*files)[k];
     auto bytes = ReadFileBytes(f, uint64_t(1) << 28);
@@ -50,9 +53,9 @@ int RunDecode(int argc, char** argv) {
     if (!s.ok()) return Fail("decode", s);
     poses.push_back(frame->T_map_sensor);
     points += frame->cloud.size();
-    std::fprintf(stderr, "\rdecode: %zu/%zu frames", k + 1, files->size());
+    progress.Update(k + 1, files->size());
   }
-  std::fprintf(stderr, "\n");
+  progress.Finish();
   if (!single) {
     Status s = WriteKittiPoses(out + "/poses.txt", poses);
     if (!s.ok()) return Fail("decode", s);

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "dejaview/base/file_util.h"
 #include "dejaview/codec/codec.h"
+#include "progress.h"
 
 namespace dv::cli {
 
@@ -17,14 +18,14 @@ int RunEncode(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"map", "out", "tolerance", "residual-precision", "gap-factor",
                            "select-factor", "map-budget-mb", "pose", "backend", "threads"},
-                          {"no-intensity", "json", "help"});
+                          {"no-intensity", "json", "help", "quiet"});
   if (!args.ok()) return Fail("encode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
         "usage: dejaview encode DRIVE --map MAPDIR --out DELTADIR --tolerance T\n"
         "       dejaview encode FRAME.bin [--map MAPDIR --pose \"12 numbers\"] --out FILE.dvd\n"
         "  [--residual-precision P] [--gap-factor G] [--select-factor S] [--no-intensity]\n"
-        "  [--map-budget-mb MB] [--backend cpu|cuda] [--threads N] [--json]\n"
+        "  [--map-budget-mb MB] [--backend cpu|cuda] [--threads N] [--json] [--quiet]\n"
         "  Every decoded point lies within T metres of an original point and every original\n"
         "  point within T of a decoded one. Without --map frames are coded intra. The prior pose\n"
         "  of each frame is DRIVE/poses_prior.txt when present, else DRIVE/poses.txt. Points the\n"
@@ -106,6 +107,7 @@ int RunEncode(int argc, char** argv) {
   // time go.
   std::map<std::string, double> counts, section_bytes, stage_ms;
   codec::Encoder encoder(map->get());
+  Progress progress("encode", "frames", args->Has("quiet"));
   for (size_t k = 0; k < jobs.size(); ++k) {
     const Job& j = jobs[k];
     auto cloud = ReadPointCloudFile(j.frame_path);
@@ -129,9 +131,9 @@ int RunEncode(int argc, char** argv) {
     counts["fill_points"] += double(rep.fill_points);
     for (const auto& [name, b] : rep.section_bytes) section_bytes[name] += double(b);
     for (const auto& [name, t] : rep.stage_ms) stage_ms[name] += t;
-    std::fprintf(stderr, "\rencode: %zu/%zu frames", k + 1, jobs.size());
+    progress.Update(k + 1, jobs.size());
   }
-  std::fprintf(stderr, "\n");
+  progress.Finish();
   const double ratio = bytes ? 12.0 * double(points) / double(bytes) : 0;
   if (args->Has("json")) {
     nlohmann::json j = {{"frames", jobs.size()},

@@ -45,7 +45,12 @@ int RunInfo(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, {}, {"json", "help"});
   if (!args.ok()) return Fail("info", args.status());
   if (args->Has("help") || args->positional().size() != 1) {
-    std::printf("usage: dejaview info FILE|DRIVE [--json]\n");
+    std::printf(
+        "usage: dejaview info FILE|DRIVE [--json]\n"
+        "  FILE (.bin, .pcd, .ply): points, non-finite points, fields, bounds;\n"
+        "  DRIVE (a folder, docs/formats.md): frames, poses, timestamps, labels\n"
+        "  --json      the same as one JSON object\n"
+        "  -h, --help  this text\n");
     return args->Has("help") ? kOk : kUsage;
   }
   const std::string path = args->positional()[0];

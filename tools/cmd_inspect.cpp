@@ -15,7 +15,12 @@ int RunInspect(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, {}, {"json", "help"});
   if (!args.ok()) return Fail("inspect", args.status());
   if (args->Has("help") || args->positional().size() != 1) {
-    std::printf("usage: dejaview inspect DELTA.dvd [--json]\n");
+    std::printf(
+        "usage: dejaview inspect DELTA.dvd [--json]\n"
+        "  a delta file's header (docs/delta-format.md): sequence, time, sensor, pose, map\n"
+        "  version, tolerance, intra or delta, and every section's size; nothing is decoded\n"
+        "  --json      the same as one JSON object\n"
+        "  -h, --help  this text\n");
     return args->Has("help") ? kOk : kUsage;
   }
   const std::string path = args->positional()[0];

@@ -15,7 +15,11 @@ int RunKeygen(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, {"out"}, {"help"});
   if (!args.ok()) return Fail("keygen", args.status());
   if (args->Has("help") || !args->Has("out")) {
-    std::printf("usage: dejaview keygen --out PREFIX   (writes PREFIX.secret and PREFIX.public)\n");
+    std::printf(
+        "usage: dejaview keygen --out PREFIX\n"
+        "  a CURVE key pair for the upload link (docs/security.md)\n"
+        "  --out PREFIX  writes PREFIX.secret (mode 0600) and PREFIX.public (Z85)\n"
+        "  -h, --help    this text\n");
     return args->Has("help") ? kOk : kUsage;
   }
   auto keys = transport::GenerateCurveKeys();

@@ -8,18 +8,20 @@
 #include "dejaview/codec/codec.h"
 #include "dejaview/maps/map_root.h"
 #include "dejaview/maps/route_map.h"
+#include "progress.h"
 
 namespace dv::cli {
 namespace {
 
 int Build(int argc, char** argv) {
-  auto args =
-      Args::Parse(argc, argv, {"out", "every", "resolution", "max-range"}, {"json", "help"});
+  auto args = Args::Parse(argc, argv, {"out", "every", "resolution", "max-range"},
+                          {"json", "help", "quiet"});
   if (!args.ok()) return Fail("map build", args.status());
   if (args->Has("help") || args->positional().empty() || !args->Has("out")) {
     std::printf(
         "usage: dejaview map build DRIVE... --out MAPDIR [--every N] [--resolution R]\n"
-        "                          [--max-range M] [--json]\n"
+        "                          [--max-range M] [--json] [--quiet]\n"
+        "  --quiet: no progress; progress is one line per 10%% when stderr is not a terminal\n"
         "  builds a voxel route map (resolution R metres, default 0.2) from every N-th frame of\n"
         "  each drive (frames + poses.txt); transient objects seen in one pass are left out;\n"
         "  the codec's priors are then learnt from up to 24 of those frames "
@@ -43,11 +45,15 @@ int Build(int argc, char** argv) {
     drives.push_back(std::move(d).value());
   }
   const bool json = args->Has("json");
-  opt.progress = [](size_t done, size_t total) {
-    std::fprintf(stderr, "\rmap build: %zu/%zu passes", done, total);
+  Progress progress("map build", "passes", args->Has("quiet"));
+  opt.progress = [&](size_t done, size_t total) {
+    progress.Update(done, total);
     if (done == total) {
-      std::fprintf(stderr, "\nmap build: learning the codec priors (up to %zu frames)\n",
-                   codec::kMaxPriorFrames);
+      progress.Finish();
+      if (!args->Has("quiet")) {
+        std::fprintf(stderr, "map build: learning the codec priors (up to %zu frames)\n",
+                     codec::kMaxPriorFrames);
+      }
     }
   };
   maps::BuildReport rep;
@@ -85,7 +91,11 @@ int Info(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, {}, {"json", "help"});
   if (!args.ok()) return Fail("map info", args.status());
   if (args->Has("help") || args->positional().size() != 1) {
-    std::printf("usage: dejaview map info MAPDIR [--json]\n");
+    std::printf(
+        "usage: dejaview map info MAPDIR [--json]\n"
+        "  a route map's version, resolution, tiles, voxels, bytes and codec priors\n"
+        "  --json      the same as one JSON object\n"
+        "  -h, --help  this text\n");
     return args->Has("help") ? kOk : kUsage;
   }
   auto map = maps::OpenMap(args->positional()[0], 0);
@@ -135,8 +145,13 @@ int RunMap(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "build") return Build(argc - 1, argv + 1);
   if (argc >= 1 && std::string(argv[0]) == "info") return Info(argc - 1, argv + 1);
   if (argc >= 1 && std::string(argv[0]) == "publish") return Publish(argc - 1, argv + 1);
-  std::printf("usage: dejaview map build|info|publish ... (dejaview map build --help)\n");
-  return argc >= 1 && std::string(argv[0]) == "--help" ? kOk : kUsage;
+  std::printf(
+      "usage: dejaview map build|info|publish ...\n"
+      "  build    a route map from drives       (dejaview map build --help)\n"
+      "  info     describe a map                (dejaview map info --help)\n"
+      "  publish  a map version into a maps root (dejaview map publish --help)\n");
+  const bool help = argc >= 1 && (std::string(argv[0]) == "--help" || std::string(argv[0]) == "-h");
+  return help ? kOk : kUsage;
 }
 
 }  // namespace dv::cli

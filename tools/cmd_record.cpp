@@ -8,6 +8,7 @@
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/transport/wire.h"
+#include "progress.h"
 
 namespace dv::cli {
 
@@ -31,7 +32,7 @@ int RunRecord(int argc, char** argv) {
   const std::string out = args->Get("out");
   const std::string topic = args->Get("topic", "lidar/top/points/");
   const std::string pose_topic = args->Get("pose-topic", "pose/");
-  const bool quiet = args->Has("quiet");
+  Progress progress("record", "frames", args->Has("quiet"));
   Status s = MakeDirs(out + "/velodyne");
   if (!s.ok()) return Fail("record", s);
 
@@ -103,9 +104,9 @@ int RunRecord(int argc, char** argv) {
     }
     stamps_s.push_back(double(h.sensor_stamp_ns) / 1e9);
     ++frames;
-    if (!quiet) std::fprintf(stderr, "\rrecord: %zu frames", frames);
+    progress.Update(frames, 0);
   }
-  if (!quiet) std::fprintf(stderr, "\n");
+  progress.Finish();
   if (all_posed && !poses.empty()) s = WriteKittiPoses(out + "/poses.txt", poses);
   if (s.ok() && frames > 0) s = WriteTimestamps(out + "/timestamps.txt", stamps_s);
   if (!s.ok()) return Fail("record", s);

@@ -15,6 +15,7 @@
 #include "dejaview/recorded/drive_mcap.h"
 #include "dejaview/recorded/recording.h"
 #include "dejaview/transport/wire.h"
+#include "progress.h"
 
 namespace dv::cli {
 namespace {
@@ -138,6 +139,7 @@ int RunReplay(int argc, char** argv) {
   auto drive = OpenDrive(source);
   if (!drive.ok()) return Fail("replay", drive.status());
   const bool fast = args->Has("fast"), loop = args->Has("loop"), quiet = args->Has("quiet");
+  Progress progress("replay", "frames", quiet);
   if (args->Has("prior")) {
     if (drive->poses_prior.empty()) {
       return Fail("replay",
@@ -216,13 +218,12 @@ int RunReplay(int argc, char** argv) {
       pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
       pub.send(zmq::buffer(*msg), zmq::send_flags::none);
       bytes += msg->size();
-      if (!quiet) {
-        std::fprintf(stderr, "\rreplay: %llu frames, %.1f MB", (unsigned long long)(sequence + 1),
-                     double(bytes) / 1e6);
-      }
+      char mb[32];
+      std::snprintf(mb, sizeof(mb), ", %.1f MB", double(bytes) / 1e6);
+      progress.Update(size_t(sequence + 1), 0, mb);
     }
   }
-  if (!quiet) std::fprintf(stderr, "\n");
+  progress.Finish();
   std::printf("published %llu frames%s, %llu bytes, %.2f s\n", (unsigned long long)sequence,
               has_poses ? " and poses" : "", (unsigned long long)bytes,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "dejaview/base/args.h"
 #include "dejaview/sim/simulate.h"
+#include "progress.h"
 
 namespace dv::cli {
 
@@ -55,10 +56,12 @@ int RunSimulate(int argc, char** argv) {
   if (!bad.ok()) return Fail("simulate", bad);
   const bool quiet = args->Has("quiet");
   sim::SimReport report;
+  Progress progress("simulate", "frames", quiet);
   const Status s = sim::Simulate(o, &report, [&](int day, int done) {
-    if (!quiet) std::fprintf(stderr, "\rday %d/%d: %d/%d frames", day + 1, o.days, done, o.frames);
-    if (!quiet && done == o.frames) std::fprintf(stderr, "\n");
+    progress.Update(size_t(day) * size_t(o.frames) + size_t(done),
+                    size_t(o.days) * size_t(o.frames));
   });
+  progress.Finish();
   if (!s.ok()) return Fail("simulate", s);
   std::printf("simulated %zu frames (%d days), %zu points, %.1f s, %.2f frames/s, %d threads\n",
               report.frames, o.days, report.points, report.seconds,

@@ -79,6 +79,11 @@ StatusOr<server::Storage> OpenQueryStorage(const Args& args) {
     if (!std::filesystem::is_regular_file(db)) return Status::NotFound(db + ": no such index");
     store = std::filesystem::path(db).parent_path().string();
     if (store.empty()) store = ".";
+  } else if (!std::filesystem::is_directory(store) ||
+             (db.empty() && !std::filesystem::is_regular_file(store + "/index.sqlite"))) {
+    // Query and export only read: a mistyped --store must fail, not become a new empty store
+    // (OpenStorage creates what the server needs).
+    return Status::NotFound(store + ": no such store (no " + store + "/index.sqlite)");
   }
   return server::OpenStorage(store, args.Get("store-config"), db);
 }

@@ -4,7 +4,9 @@
 #include <string>
 
 #include "commands.h"
+#include "dejaview/base/log.h"
 #include "dejaview/base/memory.h"
+#include "dejaview/base/version.h"
 
 namespace {
 
@@ -39,7 +41,9 @@ constexpr Command kCommands[] = {
 };
 
 void PrintHelp() {
-  std::printf("usage: dejaview <command> [options]   (dejaview <command> --help for details)\n\n");
+  std::printf(
+      "usage: dejaview <command> [options]   (dejaview <command> --help for details)\n"
+      "       dejaview --version\n\n");
   for (const Command& c : kCommands) std::printf("  %-10s %s\n", c.name, c.summary);
 }
 
@@ -47,6 +51,17 @@ void PrintHelp() {
 
 int main(int argc, char** argv) {
   dv::RetainFreedMemory();
+  if (argc == 2 && !std::strcmp(argv[1], "--version")) {
+    std::printf("dejaview %s\n", dv::Version());
+    return 0;
+  }
+  // Every subcommand logs as the services do: UTC, to stderr, DEJAVIEW_LOG choosing level and
+  // format.
+  const dv::Status logging = dv::SetupLogging(dv::LogOptions{}, "dejaview");
+  if (!logging.ok()) {
+    std::fprintf(stderr, "dejaview: %s\n", logging.ToString().c_str());
+    return 2;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     PrintHelp();

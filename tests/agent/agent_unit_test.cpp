@@ -70,14 +70,17 @@ frame_threads: 3
       {"spool: {dir: /x}\n", "vehicle: required"},
       {"vehicle: v\n", "spool.dir: required"},
       {"vehicle: v\nspool: {dir: /x, sync: sometimes}\n", "spool.sync"},
-      {"vehicle: v\nspool: {dir: /x}\nupload: {window: many}\n", "upload.window: 'many'"},
+      {"vehicle: v\nspool: {dir: /x}\nupload: {window: many}\n",
+       "agent.yaml:3:18: upload.window: expected an integer, got 'many'"},
       {"vehicle: v\nspool: {dir: /x}\nupload: {gate: link}\n", "upload.link_endpoint"},
       {"vehicle: v\nspool: {dir: /x}\nupload: {window_start_utc: '25:00'}\n", "window_start_utc"},
-      {"vehicle: 'a/b'\nspool: {dir: /x}\n", "vehicle"},
-      {"vehicle: [unclosed\n", "not YAML"},
+      {"vehicle: 'a/b'\nspool: {dir: /x}\n",
+       "agent.yaml:1:1: vehicle: 'a/b' has a character outside [A-Za-z0-9._-]"},
+      {"vehicle: [unclosed\n", "YAML syntax error"},
       {"vehicle: v\nspool: {dir: /x}\nencoder_backend: tpu\n",
-       "encoder_backend: backend: 'tpu' is not cpu or cuda"},
-      {"vehicle: v\nspool: {dir: /x}\nframe_threads: 0\n", "frame_threads: 1 to 16"},
+       "agent.yaml:3:18: encoder_backend: 'tpu' is not one of cpu, cuda"},
+      {"vehicle: v\nspool: {dir: /x}\nframe_threads: 0\n",
+       "agent.yaml:3:16: frame_threads: 0 is out of range [1, 16]"},
   };
   for (const auto& [text, expect] : bad) {
     auto r = ParseAgentConfig(text, "agent.yaml");
@@ -85,6 +88,71 @@ frame_threads: 3
     EXPECT_NE(r.status().message().find(expect), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("agent.yaml"), std::string::npos) << r.status().message();
   }
+}
+
+// The five ways an operator breaks a config file, each with two instances: every problem is
+// reported at once, at its line and column, the valid parts of the file notwithstanding.
+TEST(AgentConfig, EveryErrorOfABrokenFileIsReportedWithItsLine) {
+  const std::pair<const char*, const char*> broken[] = {
+      // A typo in a key: the nearest valid one is suggested (and a typo'd required key is
+      // also missing).
+      {"vehicle: veh-7\n"
+       "spool:\n"
+       "  dri: /var/spool\n"
+       "upload:\n"
+       "  windw: 8\n",
+       "a.yaml:3:3: spool.dri: unknown key (did you mean 'dir'?)\n"
+       "a.yaml:3:3: spool.dir: required key missing\n"
+       "a.yaml:5:3: upload.windw: unknown key (did you mean 'window'?)"},
+      // A value of the wrong type.
+      {"vehicle: veh-7\n"
+       "intensity: maybe\n"
+       "spool:\n"
+       "  dir: /var/spool\n"
+       "  budget_kb: lots\n",
+       "a.yaml:2:12: intensity: expected true or false, got 'maybe'\n"
+       "a.yaml:5:14: spool.budget_kb: expected an integer, got 'lots'"},
+      // Values out of range, and a rule spanning keys.
+      {"vehicle: veh-7\n"
+       "frame_threads: 99\n"
+       "spool: {dir: /var/spool}\n"
+       "upload:\n"
+       "  window: 0\n"
+       "  gate: link\n",
+       "a.yaml:2:16: frame_threads: 99 is out of range [1, 16]\n"
+       "a.yaml:5:11: upload.window: 0 is out of range [1, 1024]\n"
+       "a.yaml:6:3: upload.gate: link needs upload.link_endpoint"},
+      // Required keys missing: the top level's and a section's.
+      {"sensors: [{id: 0, topic: lidar/}]\n"
+       "spool:\n"
+       "  budget_kb: 1024\n",
+       "a.yaml:3:3: spool.dir: required key missing\n"
+       "a.yaml:1:1: vehicle: required key missing"},
+      // Duplicate keys: the second of each is refused.
+      {"vehicle: veh-7\n"
+       "spool: {dir: /var/spool}\n"
+       "vehicle: veh-8\n"
+       "upload: {window: 2, window: 3}\n",
+       "a.yaml:3:1: vehicle: duplicate key\n"
+       "a.yaml:4:21: upload.window: duplicate key"},
+  };
+  for (const auto& [text, errors] : broken) {
+    auto r = ParseAgentConfig(text, "a.yaml");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().message(), errors) << text;
+  }
+}
+
+// The annotated example operators start from loads, and says what it says.
+TEST(AgentConfig, TheShippedExampleLoads) {
+  auto c = LoadAgentConfig(std::string(DEJAVIEW_FIXTURE_DIR) + "/../../config/agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->vehicle, "veh-001");
+  EXPECT_EQ(c->spool.dir, "/var/lib/dejaview/spool");
+  EXPECT_EQ(c->spool.budget_bytes, uint64_t(1) << 30);
+  EXPECT_EQ(c->map_memory_bytes, int64_t(512) << 20);
+  EXPECT_EQ(c->map_sync.chunk_bytes, 256 << 10);
+  EXPECT_EQ(c->log.format, "text");
 }
 
 // Asking for CUDA where it cannot run stops the agent before it opens anything, naming the key.

@@ -2,13 +2,18 @@
 // dejaview-server as real processes on loopback sockets with real spool and store files,
 // killed with SIGKILL at pseudo-random (seeded) points. Waits are bounded polls on observable
 // state (files, /metrics), never timing assertions.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -23,6 +28,7 @@
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/base/testing/process_util.h"
+#include "dejaview/base/version.h"
 #include "dejaview/server/storage.h"
 #include "dejaview/transport/spool.h"
 #include "dejaview/transport/upload.h"
@@ -654,6 +660,127 @@ TEST_F(System, BandwidthCapHoldsAcrossRestartsAndALostServerIsNoticed) {
   EXPECT_TRUE(WaitFor([&] { return metric("upload_connected") == 1; }));
   agent->Signal(SIGTERM);
   EXPECT_EQ(agent->Wait(), 0);
+}
+
+// The whole exposition of a running process's /metrics, head included.
+std::string Http(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size())) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// promtool (Debian's prometheus package) lints an exposition: HELP and TYPE on every family,
+// counter names, units. Its findings and exit status.
+std::pair<int, std::string> Promtool(const std::string& exposition, const std::string& file) {
+  EXPECT_TRUE(WriteFileAtomic(file, exposition).ok());
+  const std::string cmd = "promtool check metrics < '" + file + "' 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  std::string out;
+  char buf[512];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// Both endpoints, serving real traffic: promtool finds nothing, only the exact path answers,
+// HEAD answers without a body, and each has the process and build-info series.
+TEST_F(System, MetricsEndpointsPassPromtoolAndServeOnlyTheirPath) {
+  ASSERT_EQ(std::system("command -v promtool >/dev/null"), 0)
+      << "promtool is missing: apt-get install prometheus (scripts/install-deps.sh)";
+  const size_t n = 12;
+  Config c;
+  c.drive = MakeDrive(dir_, n, 1500);
+  c.spool = dir_ + "/spool";
+  StartServer({"--metrics", "127.0.0.1:0", "--metrics-port-file", dir_ + "/server-metrics.port"});
+  ASSERT_TRUE(WaitFor([&] { return !ReadTrimmed(dir_ + "/server-metrics.port").empty(); }));
+  const int server_port = std::atoi(ReadTrimmed(dir_ + "/server-metrics.port").c_str());
+  c.endpoint = endpoint_;
+  int agent_port = 0;
+  auto agent = StartAgent(WriteConfig(dir_ + "/agent.yaml", c), false, &agent_port);
+  ASSERT_TRUE(WaitFor([&] {
+    return test::ScrapeMetrics(agent_port)["dejaview_agent_upload_records_acked_total"] == n;
+  }));
+  for (const auto& [port, program] : {std::pair<int, std::string>{agent_port, "dejaview-agent"},
+                                      {server_port, "dejaview-server"}}) {
+    const std::string got = Http(port, "GET /metrics HTTP/1.0\r\n\r\n");
+    ASSERT_EQ(got.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << program << ": " << got;
+    const std::string body = got.substr(got.find("\r\n\r\n") + 4);
+    const auto [status, findings] = Promtool(body, dir_ + "/" + program + ".prom");
+    EXPECT_EQ(status, 0) << program << ":\n" << findings;
+    EXPECT_EQ(findings, "") << program;
+    EXPECT_NE(body.find("dejaview_build_info{program=\"" + program + "\",version=\""),
+              std::string::npos)
+        << program;
+    EXPECT_NE(body.find("\nprocess_resident_memory_bytes "), std::string::npos) << program;
+    EXPECT_EQ(Http(port, "GET /metricsXYZ HTTP/1.0\r\n\r\n").rfind("HTTP/1.0 404 ", 0), 0u);
+    const std::string head = Http(port, "HEAD /metrics HTTP/1.0\r\n\r\n");
+    EXPECT_EQ(head.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << program;
+    EXPECT_EQ(head.find("\r\n\r\n") + 4, head.size()) << program << ": HEAD has a body";
+  }
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(), 0);
+}
+
+// Runs a binary to completion; its exit status and everything it wrote.
+std::pair<int, std::string> RunToEnd(const std::vector<std::string>& argv, const std::string& log) {
+  std::filesystem::remove(log);
+  Process p(argv, log);
+  const int status = p.Wait();
+  auto text = ReadFileText(log, 1 << 20);
+  return {status, text.ok() ? *text : ""};
+}
+
+// --version, and --check-config reporting every problem of a file (or of the server's options)
+// and starting nothing: no spool, no store.
+TEST_F(System, ServicesCheckTheirConfigAndSayTheirVersion) {
+  const std::string log = dir_ + "/run.log";
+  for (const char* bin : {DEJAVIEW_AGENT_BIN, DEJAVIEW_SERVER_BIN}) {
+    const auto [status, out] = RunToEnd({bin, "--version"}, log);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(out, fs::path(bin).filename().string() + " " + Version() + "\n");
+  }
+  Config c;
+  c.spool = dir_ + "/spool";
+  c.endpoint = "tcp://127.0.0.1:9";
+  const std::string good = WriteConfig(dir_ + "/good.yaml", c);
+  auto [ok_status, ok_out] =
+      RunToEnd({DEJAVIEW_AGENT_BIN, "--config=" + good, "--check-config"}, log);
+  EXPECT_EQ(ok_status, 0) << ok_out;
+  EXPECT_EQ(ok_out, good + ": ok\n");
+  const std::string bad = dir_ + "/bad.yaml";
+  ASSERT_TRUE(WriteFileAtomic(
+                  bad, std::string("vehicel: v\nqueue_frames: 0\nspool: {dir: " + c.spool + "}\n"))
+                  .ok());
+  auto [bad_status, bad_out] =
+      RunToEnd({DEJAVIEW_AGENT_BIN, "--config", bad, "--check-config"}, log);
+  EXPECT_EQ(bad_status, 2) << bad_out;
+  EXPECT_EQ(bad_out, "dejaview agent: invalid argument: " + bad +
+                         ":1:1: vehicel: unknown key (did you mean 'vehicle'?)\n" + bad +
+                         ":2:15: queue_frames: 0 is out of range [1, 10000]\n" + bad +
+                         ":1:1: vehicle: required key missing\n");
+  EXPECT_FALSE(fs::exists(c.spool));
+
+  const std::string tiers = dir_ + "/tiers.yaml";
+  ASSERT_TRUE(WriteFileAtomic(tiers, std::string("disk: {budget_byte: 5}\n")).ok());
+  auto [server_status, server_out] = RunToEnd(
+      {DEJAVIEW_SERVER_BIN, "--store", store_, "--store-config", tiers, "--check-config"}, log);
+  EXPECT_EQ(server_status, 2) << server_out;
+  EXPECT_EQ(server_out, "dejaview server: invalid argument: " + tiers +
+                            ":1:8: disk.budget_byte: unknown key (did you mean 'budget_bytes'?)\n");
+  EXPECT_FALSE(fs::exists(store_));
 }
 
 }  // namespace

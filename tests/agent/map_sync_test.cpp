@@ -131,11 +131,15 @@ TEST(MapSyncConfig, KeysHaveDefaultsAndBadValuesAreNamed) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->map_sync.chunk_bytes, 64 << 10);
   const std::pair<std::string, std::string> bad[] = {
-      {"map_sync: {enabled: true}", "a.yaml: map_sync.root: required when map_sync.enabled"},
-      {"map_sync: {chunk_kb: 2048}", "a.yaml: map_sync.chunk_kb: 1 to 1024"},
-      {"map_sync: {interval_ms: 0}", "a.yaml: map_sync.interval_ms: must be > 0"},
-      {"map_sync: {intervl_ms: 5}", "a.yaml: map_sync.intervl_ms: unknown key"},
-      {"map_sync: {enabled: maybe}", "a.yaml: map_sync.enabled: 'maybe' has the wrong type"},
+      {"map_sync: {enabled: true}", "a.yaml:3:1: map_sync.root: required when map_sync.enabled"},
+      {"map_sync: {chunk_kb: 2048}",
+       "a.yaml:3:22: map_sync.chunk_kb: 2048 is out of range [1, 1024]"},
+      {"map_sync: {interval_ms: 0}",
+       "a.yaml:3:25: map_sync.interval_ms: 0 is out of range [1, 86400000]"},
+      {"map_sync: {intervl_ms: 5}",
+       "a.yaml:3:12: map_sync.intervl_ms: unknown key (did you mean 'interval_ms'?)"},
+      {"map_sync: {enabled: maybe}",
+       "a.yaml:3:21: map_sync.enabled: expected true or false, got 'maybe'"},
   };
   for (const auto& [yaml, message] : bad) {
     auto r = agent::ParseAgentConfig(base + yaml + "\n", "a.yaml");

@@ -52,6 +52,31 @@ TEST(Log, LevelsAndFormatsAreChecked) {
   EXPECT_EQ(MakeLogFormatter("xml").status().message(), "unknown log format 'xml' (text or json)");
 }
 
+TEST(Log, EnvironmentChoosesLevelFormatOrBoth) {
+  LogOptions configured;
+  configured.level = "warn";
+  configured.format = "text";
+  const std::pair<const char*, std::pair<const char*, const char*>> cases[] = {
+      {"", {"warn", "text"}},
+      {"debug", {"debug", "text"}},
+      {"json", {"warn", "json"}},
+      {"error,json", {"error", "json"}},
+      {"json,trace", {"trace", "json"}},
+  };
+  for (const auto& [env, want] : cases) {
+    ASSERT_EQ(::setenv("DEJAVIEW_LOG", env, 1), 0);
+    auto got = ApplyLogEnvironment(configured);
+    ASSERT_TRUE(got.ok()) << env << ": " << got.status().ToString();
+    EXPECT_EQ(got->level, want.first) << env;
+    EXPECT_EQ(got->format, want.second) << env;
+  }
+  ASSERT_EQ(::setenv("DEJAVIEW_LOG", "json,xml", 1), 0);
+  EXPECT_EQ(
+      ApplyLogEnvironment(configured).status().message(),
+      "DEJAVIEW_LOG: unknown log level 'xml' (trace, debug, info, warn, error, critical, off)");
+  ASSERT_EQ(::unsetenv("DEJAVIEW_LOG"), 0);
+}
+
 TEST(Log, EnvironmentOverridesTheConfiguredLevel) {
   ASSERT_EQ(::setenv("DEJAVIEW_LOG", "error", 1), 0);
   ASSERT_TRUE(SetupLogging(LogOptions{}).ok());

@@ -4,7 +4,17 @@
 #include <cmath>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "dejaview/base/metrics.h"
+#include "dejaview/base/metrics_http.h"
+#include "dejaview/base/version.h"
 
 namespace dv::metrics {
 namespace {
@@ -90,6 +100,111 @@ TEST(Metrics, ConcurrentUpdatesAreNotLost) {
   EXPECT_EQ(counts, (std::vector<uint64_t>{53336, 26664, 0}));  // 0 and 1 <= 1; 2 <= 2
   EXPECT_EQ(h.Sum(), 4 * (6667.0 * 1 + 6666.0 * 2));
   EXPECT_NE(r.RenderText().find("c_total{t=\"3\"} 4\n"), std::string::npos);
+}
+
+TEST(Metrics, CounterTotalsNeverGoDown) {
+  Registry r;
+  Counter& c = r.GetCounter("mirrored_total", "m");
+  c.SetTotal(5);
+  c.SetTotal(3);
+  EXPECT_EQ(c.Value(), 5);
+  c.SetTotal(7.5);
+  EXPECT_EQ(c.Value(), 7.5);
+}
+
+TEST(Metrics, ExpositionHasProcessAndBuildInfoSeries) {
+  Registry r;
+  RegisterBuildInfo(&r, "prog");
+  const std::string text = RenderExposition(&r);
+  EXPECT_NE(text.find("dejaview_build_info{program=\"prog\",version=\"" + std::string(Version()) +
+                      "\"} 1\n"),
+            std::string::npos)
+      << text;
+  for (const char* family :
+       {"process_cpu_seconds_total", "process_start_time_seconds", "process_virtual_memory_bytes",
+        "process_resident_memory_bytes", "process_open_fds", "process_max_fds"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
+  }
+  // This process exists, holds memory and at least stdin/stdout/stderr open, and started
+  // after 2020 (1577836800) by the kernel's boot time plus its start tick.
+  EXPECT_GT(r.GetGauge("process_resident_memory_bytes", "").Value(), 0);
+  EXPECT_GE(r.GetGauge("process_open_fds", "").Value(), 3);
+  EXPECT_GT(r.GetGauge("process_start_time_seconds", "").Value(), 1577836800);
+}
+
+TEST(MetricsHttp, AnswersExactlyGetAndHeadOfMetrics) {
+  const auto render = [] { return std::string("m 1\n"); };
+  const std::string head200 =
+      "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+      "Content-Length: 4\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(MetricsHttp::Respond("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", render),
+            head200 + "m 1\n");
+  EXPECT_EQ(MetricsHttp::Respond("GET /metrics?x=1 HTTP/1.0\r\n\r\n", render), head200 + "m 1\n");
+  EXPECT_EQ(MetricsHttp::Respond("HEAD /metrics HTTP/1.0\r\n\r\n", render), head200);
+  const std::string not_found =
+      "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+      "Content-Length: 10\r\nConnection: close\r\n\r\nnot found\n";
+  for (const char* path : {"/metricsXYZ", "/metrics/", "/", "/METRICS", ""}) {
+    EXPECT_EQ(MetricsHttp::Respond(std::string("GET ") + path + " HTTP/1.0\r\n\r\n", render),
+              not_found)
+        << path;
+  }
+  EXPECT_EQ(MetricsHttp::Respond("POST /metrics HTTP/1.0\r\n\r\n", render),
+            "HTTP/1.0 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n"
+            "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+            "Content-Length: 19\r\nConnection: close\r\n\r\nmethod not allowed\n");
+}
+
+int Connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+std::string Exchange(int port, const std::string& request) {
+  const int fd = Connect(port);
+  EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, size_t(n));
+  ::close(fd);
+  return out;
+}
+
+// A silent client (connected, never sending) and a stalled one (half a request) stay open while
+// other clients are answered: the server was not waiting on them. Before, one thread served one
+// connection at a time, so the scrape came only after the silent client had been dropped.
+TEST(MetricsHttp, ASilentClientNeverDelaysAnother) {
+  auto http = MetricsHttp::Start("127.0.0.1:0", [] { return std::string("m 1\n"); });
+  ASSERT_TRUE(http.ok()) << http.status().ToString();
+  const int port = (*http)->port();
+  const int silent = Connect(port);
+  const int stalled = Connect(port);
+  ASSERT_EQ(::send(stalled, "GET /met", 8, MSG_NOSIGNAL), 8);
+  for (int i = 0; i < 3; ++i) {
+    const std::string got = Exchange(port, "GET /metrics HTTP/1.0\r\n\r\n");
+    EXPECT_EQ(got.substr(0, 17), "HTTP/1.0 200 OK\r\n");
+    EXPECT_EQ(got.substr(got.size() - 4), "m 1\n");
+  }
+  for (const int fd : {silent, stalled}) {
+    char c;
+    EXPECT_EQ(::recv(fd, &c, 1, MSG_DONTWAIT), -1);
+    EXPECT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << std::strerror(errno);
+  }
+  // The stalled client is answered once it finishes its request.
+  ASSERT_EQ(::send(stalled, "rics HTTP/1.0\r\n\r\n", 17, MSG_NOSIGNAL), 17);
+  std::string got;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::recv(stalled, buf, sizeof(buf), 0)) > 0) got.append(buf, size_t(n));
+  EXPECT_EQ(got.substr(0, 17), "HTTP/1.0 200 OK\r\n");
+  ::close(stalled);
+  ::close(silent);
 }
 
 TEST(MetricsDeathTest, MisuseIsAProgrammingError) {

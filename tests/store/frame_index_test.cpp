@@ -2,6 +2,8 @@
 // processes on one PostgreSQL and one bucket: tests/server/tiered_server_test.cpp.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <algorithm>
 
 #include "dejaview/store/frame_index.h"
@@ -107,6 +109,40 @@ TEST(FrameIndex, SqliteContract) {
   CheckContract(index->get());
   EXPECT_EQ(OpenFrameIndex("sqlite:/nonexistent-dir/x.db").status().code(), Status::Code::kIoError);
   EXPECT_EQ(OpenFrameIndex("mysql:x").status().code(), Status::Code::kInvalidArgument);
+}
+
+// Place look-ups go through the R*Tree (the plan says so), and an index file made before the
+// R*Tree existed gets its rows into it when opened.
+TEST(FrameIndex, SqlitePlaceLookUpsUseTheRTree) {
+  const std::string path = test::ScratchDir() + "/frames.db";
+  {
+    auto index = OpenFrameIndex("sqlite:" + path);
+    ASSERT_TRUE(index.ok()) << index.status().ToString();
+    for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(*(*index)->Insert(Frame("car-1", 0, seq)));
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TRIGGER frames_place_insert; DROP TABLE frames_place", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto index = OpenFrameIndex("sqlite:" + path);
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  FrameQuery q;
+  q.near = Eigen::Vector3d(2, 0, 0);  // x = seq / 3: sequences 5, 6, 7 lie within 0.5 m
+  q.radius_m = 0.5;
+  auto rows = (*index)->Query(q);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  std::vector<uint64_t> seqs;
+  for (const FrameRecord& r : *rows) seqs.push_back(r.sequence);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{5, 6, 7}));
+  auto plan = (*index)->Explain(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NE(plan->find("SCAN frames_place VIRTUAL TABLE INDEX"), std::string::npos) << *plan;
+  auto by_time = (*index)->Explain(FrameQuery{});
+  ASSERT_TRUE(by_time.ok());
+  EXPECT_EQ(by_time->find("frames_place"), std::string::npos) << *by_time;
 }
 
 TEST(FrameIndex, PostgresContract) {

@@ -14,6 +14,7 @@
 #include "dejaview/agent/bounded_queue.h"
 #include "dejaview/agent/config.h"
 #include "dejaview/agent/uploader.h"
+#include "dejaview/base/metrics.h"
 #include "dejaview/base/point_cloud.h"
 #include "dejaview/base/pose.h"
 #include "dejaview/codec/codec.h"
@@ -44,11 +45,6 @@ struct AgentStats {
   std::atomic<uint64_t> epoch_write_errors{0};
   std::atomic<uint64_t> bytes_raw{0};  // 16 bytes per point (xyz + intensity float32)
   std::atomic<uint64_t> bytes_encoded{0};
-  static constexpr int kBuckets = 10;
-  static constexpr double kBucketMs[kBuckets] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
-  std::atomic<uint64_t> encode_le[kBuckets] = {};  // cumulative on render, per bucket here
-  std::atomic<uint64_t> encode_count{0};
-  std::atomic<uint64_t> encode_us_sum{0};
   std::atomic<uint64_t> map_tiles_loaded{0};
   // Map sync (docs/map-sync.md).
   std::atomic<uint64_t> map_sync_attempts{0};
@@ -72,7 +68,8 @@ class Agent {
   explicit Agent(AgentConfig config);
   ~Agent();
   Status Run(const std::atomic<bool>* stop, const RunOptions& options);
-  std::string RenderMetrics() const;
+  // The Prometheus exposition of /metrics (base/metrics), this agent's totals copied in.
+  std::string RenderMetrics();
 
  private:
   void EncodeLoop();
@@ -85,6 +82,8 @@ class Agent {
   std::unique_ptr<Uploader> uploader_;
   BoundedQueue<Frame> queue_;
   AgentStats stats_;
+  metrics::Registry registry_;
+  metrics::Histogram& encode_seconds_;
   // The map new frames are encoded against. Map sync replaces it and bumps the generation;
   // each worker reopens it before its next frame (frames already encoded keep their version).
   std::mutex map_mu_;

@@ -1,11 +1,16 @@
-// The agent's configuration (config/agent.yaml is the annotated example). Every key has a
-// default except vehicle; an unknown key or a value of the wrong type is an error naming it.
+// The agent's configuration (config/agent.yaml is the annotated example), read through
+// base/config like the store's: every key has a default except vehicle and spool.dir; every
+// problem of a file (unknown key with the nearest one suggested, wrong type, out of range,
+// missing or duplicate key, and the rules spanning keys) is reported at once, each as
+// FILE:LINE:COL: key: problem.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "dejaview/base/config.h"
+#include "dejaview/base/log.h"
 #include "dejaview/base/status.h"
 #include "dejaview/codec/codec.h"
 #include "dejaview/transport/spool.h"
@@ -29,7 +34,9 @@ struct UploadConfig {
   enum class Gate { kAlways, kLink, kWindow } gate = Gate::kAlways;
   std::string link_endpoint;  // gate: link -- a PUB whose topic says "up" or "down"
   std::string link_topic = "link";
-  int window_start_min = 0;  // gate: window -- minutes after 00:00 UTC, [start, end)
+  std::string window_start_utc = "00:00";  // gate: window -- [start, end) as HH:MM UTC
+  std::string window_end_utc = "00:00";
+  int window_start_min = 0;  // the window in minutes after 00:00 UTC, from the two above
   int window_end_min = 0;
   // CURVE (encrypted, authenticated upload): the server's public key (Z85) and this agent's
   // secret key file; both empty: in the clear.
@@ -80,7 +87,10 @@ struct AgentConfig {
   UploadConfig upload;
   MapSyncConfig map_sync;
   std::string metrics_listen = "127.0.0.1:9100";  // empty: no metrics endpoint
+  LogOptions log;                                 // DEJAVIEW_LOG overrides log.level
 };
+
+const config::Schema<AgentConfig>& AgentSchema();
 
 StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);
 StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::string& name);

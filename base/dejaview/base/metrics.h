@@ -27,6 +27,9 @@ using Labels = std::map<std::string, std::string>;  // sorted by label name
 class Counter {
  public:
   void Inc(double v = 1);  // v >= 0; a negative increment is ignored (counters only go up)
+  // For a counter that mirrors another component's running total (read when scraped): the value
+  // becomes total, unless that is lower (a counter never goes down).
+  void SetTotal(double total);
   double Value() const { return value_.load(std::memory_order_relaxed); }
 
  private:
@@ -87,6 +90,14 @@ class Registry {
 
 // The process-wide registry that /metrics serves.
 Registry& DefaultRegistry();
+
+// The process_* series of Prometheus' client libraries (CPU seconds, start time, virtual and
+// resident memory, open and maximum file descriptors), read from /proc/self when called.
+void UpdateProcessMetrics(Registry* r);
+// dejaview_build_info{program, version} 1.
+void RegisterBuildInfo(Registry* r, const std::string& program);
+// What a /metrics endpoint serves: the process series updated, then the whole registry.
+std::string RenderExposition(Registry* r);
 
 // Prometheus' number format: integers without a fraction, others shortest round-trip, and
 // +Inf, -Inf, NaN.

@@ -1,7 +1,7 @@
 // Store configuration, one YAML block per tier (example: config/store.yaml, keys in
 // docs/store.md), described by base/config.h's Schema like every other component. Remote
-// credentials never live in the file: they come from the environment (AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY), as with every S3 tool.
+// credentials never live in the file: they come from the AWS credential chain (environment, then
+// the shared credentials file; credentials.h), as with every S3 tool.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +72,8 @@ struct StoreConfig {
 
 const config::Schema<StoreConfig>& StoreSchema();
 // Checks what the schema cannot (disk.dir set, remote endpoint form and bucket) and, with a
-// remote tier, takes its credentials from the environment; what names the source in errors.
+// remote tier, takes its credentials from the AWS credential chain; what names the source in
+// errors.
 Status FinishStoreConfig(const std::string& what, StoreConfig* config);
 // YAML text applied onto *config (keys the text sets replace the values already there), then
 // FinishStoreConfig.

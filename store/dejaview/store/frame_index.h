@@ -50,6 +50,10 @@ class FrameIndex {
                              uint64_t sequence) = 0;
   // Frames matching q, by vehicle, timestamp, sensor, sequence.
   virtual StatusOr<std::vector<FrameRecord>> Query(const FrameQuery& q) = 0;
+  // The database's plan for Query(q), one line per step (SQLite's EXPLAIN QUERY PLAN details,
+  // PostgreSQL's EXPLAIN): a place look-up goes through the spatial index (SQLite R*Tree
+  // frames_place, PostgreSQL GiST frames_by_place).
+  virtual StatusOr<std::string> Explain(const FrameQuery& q) = 0;
   virtual StatusOr<uint64_t> Count() = 0;
   // Sum of FrameRecord::bytes over the vehicle's frames (the server's storage quota).
   virtual StatusOr<uint64_t> StoredBytes(const std::string& vehicle) = 0;

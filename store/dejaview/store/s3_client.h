@@ -22,13 +22,18 @@ struct S3Config {
   std::string endpoint;  // "http://127.0.0.1:4568" (no trailing slash)
   std::string bucket;
   std::string region = "us-east-1";
-  std::string access_key;  // from AWS_ACCESS_KEY_ID
-  std::string secret_key;  // from AWS_SECRET_ACCESS_KEY
+  // From the credential chain (credentials.h). A non-empty session token (STS, instance roles)
+  // is sent as X-Amz-Security-Token and signed with the other headers.
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;
   long timeout_ms = 30000;
 };
 
-// What SigV4 signs. headers: lower-case names; must include host and x-amz-date.
+// What SigV4 signs. headers: lower-case names; must include host and x-amz-date (and
+// x-amz-security-token with temporary credentials).
 struct SigV4Request {
+  std::string service = "s3";
   std::string method;
   std::string canonical_uri;    // URI-encoded path, "/bucket/key"
   std::string canonical_query;  // sorted, URI-encoded "a=1&b=2"
@@ -39,6 +44,12 @@ struct SigV4Request {
 // The Authorization header value for req.
 std::string SigV4Authorization(const SigV4Request& req, const std::string& region,
                                const std::string& access_key, const std::string& secret_key);
+// The request S3Client sends: path-style URI, the payload hash, host, x-amz-date, range when
+// non-empty and the session token when the config has one.
+SigV4Request S3SigV4Request(const S3Config& config, const std::string& method,
+                            const std::string& key, const std::string& query,
+                            const std::string& payload_sha256_hex, const std::string& range,
+                            const std::string& amz_date);
 std::string Sha256Hex(const void* data, size_t size);
 // RFC 3986 encoding as SigV4 requires; keep_slash for paths.
 std::string UriEncode(const std::string& s, bool keep_slash);
