@@ -10,7 +10,7 @@ PKGS=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
-  zlib1g-dev liblzf-dev
+  zlib1g-dev liblzf-dev zstd lz4
 )
 # npm packages the tests run, installed into the project (.deps/): the store tests' S3-compatible
 # server (s3rver) and the reference MCAP and CDR writers (@mcap/core, @foxglove/cdr) for the
