@@ -11,7 +11,7 @@ PKGS=(
   libsqlite3-dev libsodium-dev libdraco-dev nlohmann-json3-dev gnuplot-nox
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
   python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
-  zlib1g-dev liblzf-dev
+  zlib1g-dev liblzf-dev zstd lz4
   prometheus  # promtool: the tests lint the agent's and server's /metrics with it
   systemd  # systemd-analyze: scripts/install-check.sh verifies the units with it
   # The arm64 cross build (scripts/arm64.sh, a CI stage): Debian's cross compiler, qemu-user and

@@ -32,21 +32,23 @@ Status ExportQueryMcap(const Args& args, const std::string& out) {
 }  // namespace
 
 int RunExportMcap(const Args& args) {
-  const std::string out = args.Get("out");
-  Status s;
-  size_t frames = 0;
-  if (args.positional().size() == 1) {
-    auto drive = OpenDrive(args.positional()[0]);
-    s = drive.ok() ? recorded::ExportDriveMcap(*drive, out) : drive.status();
-    frames = drive.ok() ? drive->size() : 0;
-  } else if (args.Has("maps") && (args.Has("db") || args.Has("store"))) {
-    s = ExportQueryMcap(args, out);
-  } else {
+  const bool query = args.Has("maps") && (args.Has("db") || args.Has("store"));
+  if (args.Has("help") || !args.Has("out") || (args.positional().size() == 1) == query) {
     std::printf(
         "usage: dejaview export --format mcap --out OUT.mcap DRIVE\n"
         "       dejaview export --format mcap --out OUT.mcap --db INDEX|--store STORE --maps MAPS"
         " [query options]\n");
-    return kUsage;
+    return args.Has("help") ? kOk : kUsage;
+  }
+  const std::string out = args.Get("out");
+  Status s;
+  size_t frames = 0;
+  if (query) {
+    s = ExportQueryMcap(args, out);
+  } else {
+    auto drive = OpenDrive(args.positional()[0]);
+    s = drive.ok() ? recorded::ExportDriveMcap(*drive, out) : drive.status();
+    frames = drive.ok() ? drive->size() : 0;
   }
   if (!s.ok()) return Fail("export", s);
   std::printf("wrote %s", out.c_str());

@@ -81,6 +81,7 @@ TEST(DriveMcap, CliExportThenImportGivesTheDrive) {
   auto a = OpenDrive(drive_dir), b = OpenDrive(dir + "/back");
   ASSERT_TRUE(a.ok() && b.ok());
   ExpectSameDrive(*a, *b);
+  EXPECT_EQ(test::RunCli("export --format mcap " + drive_dir, &out), 2);  // no --out
   EXPECT_EQ(test::RunCli("export --format ply --out x " + drive_dir, &out), 2);
   EXPECT_NE(out.find("--format: 'ply' is not batches or mcap"), std::string::npos) << out;
 }

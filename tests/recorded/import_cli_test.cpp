@@ -27,15 +27,19 @@ class ReferenceMcap : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = test::ScratchDir();
-    std::string out;
-    ASSERT_EQ(
-        test::RunCommand("node " DEJAVIEW_SOURCE_DIR "/tests/recorded/write_pointcloud2_mcap.js " +
-                             Mcap() + " " + dir_ + "/ref.json " DEJAVIEW_NODE_MODULES,
-                         &out),
-        0)
-        << out << "(are @mcap/core and @foxglove/cdr installed? bash scripts/install-deps.sh)";
+    WriteReference(Mcap(), "");
     std::ifstream in(dir_ + "/ref.json");
     expected_ = json::parse(in);
+  }
+  // compression: "" (none), "zstd" or "lz4" (chunks compressed by Debian's tools).
+  void WriteReference(const std::string& path, const std::string& compression) {
+    std::string out;
+    ASSERT_EQ(test::RunCommand(
+                  "node " DEJAVIEW_SOURCE_DIR "/tests/recorded/write_pointcloud2_mcap.js " + path +
+                      " " + dir_ + "/ref.json " DEJAVIEW_NODE_MODULES " " + compression,
+                  &out),
+              0)
+        << out << "(are @mcap/core and @foxglove/cdr installed? bash scripts/install-deps.sh)";
   }
   std::string Mcap() const { return dir_ + "/ref.mcap"; }
 
@@ -97,6 +101,28 @@ TEST_F(ReferenceMcap, ImportsPointCloud2WithOdometryPoses) {
       << out;
   ExpectFrames(dir_ + "/d");
   ExpectPoses(dir_ + "/d", kFrameYaw, kFrameT);
+}
+
+TEST_F(ReferenceMcap, ChunksCompressedByTheZstdAndLz4ToolsImportTheSame) {
+  for (const std::string compression : {"zstd", "lz4"}) {
+    const std::string mcap = dir_ + "/" + compression + ".mcap";
+    WriteReference(mcap, compression);
+    size_t compressed_chunks = 0;
+    ASSERT_TRUE(ReadMcapFile(mcap, [&](const McapRecord& r) {
+                  const auto* index = std::get_if<McapChunkIndex>(&r);
+                  compressed_chunks += index && index->compression == compression;
+                  return Status::Ok();
+                }).ok());
+    EXPECT_GT(compressed_chunks, 1u) << compression;
+    std::string out;
+    ASSERT_EQ(test::RunCli("import " + mcap + " --out " + dir_ + "/" + compression +
+                               " --topic /lidar/points --pose-topic /odom",
+                           &out),
+              0)
+        << out;
+    ExpectFrames(dir_ + "/" + compression);
+    ExpectPoses(dir_ + "/" + compression, kFrameYaw, kFrameT);
+  }
 }
 
 TEST_F(ReferenceMcap, ImportsTfPosesOfTheCloudsFrame) {

@@ -8,13 +8,21 @@
 //   /tf            tf2_msgs/msg/TFMessage at each frame's stamp: map -> base_link and map -> lidar
 //   /pose          geometry_msgs/msg/PoseStamped before the first and after the last frame
 //
-//   usage: node write_pointcloud2_mcap.js OUT.mcap EXPECTED.json [NODE_MODULES]
+// Chunks are uncompressed, or compressed by Debian's zstd or lz4 tool (a zstd frame, an LZ4
+// frame: what MCAP's "zstd" and "lz4" name).
+//
+//   usage: node write_pointcloud2_mcap.js OUT.mcap EXPECTED.json [NODE_MODULES [zstd|lz4]]
 "use strict";
+const { execFileSync } = require("child_process");
 const fs = require("fs");
 const path = require("path");
 
-const [out, expectedPath, modules = path.join(__dirname, "../../.deps/node_modules")] =
-  process.argv.slice(2);
+const [
+  out,
+  expectedPath,
+  modules = path.join(__dirname, "../../.deps/node_modules"),
+  compression = "",
+] = process.argv.slice(2);
 const { McapWriter } = require(path.join(modules, "@mcap/core"));
 const { CdrWriter } = require(path.join(modules, "@foxglove/cdr"));
 
@@ -137,6 +145,12 @@ async function main() {
       position: () => size,
     },
     chunkSize: 512,
+    compressChunk: compression
+      ? (chunkData) => ({
+          compression,
+          compressedData: execFileSync(compression, ["-c", "-q"], { input: chunkData }),
+        })
+      : undefined,
   });
   await writer.start({ profile: "ros2", library: "write_pointcloud2_mcap.js" });
   const channel = async (topic, type) =>
