@@ -7,8 +7,9 @@
 #   bash scripts/arm64.sh --smoke  the CI stage: only what the smoke needs is built; the codec
 #                                  smoke (tests/vehicle/codec_smoke.cpp: a real KITTI frame's
 #                                  map, delta and intra payloads) must write the same bytes under
-#                                  qemu as the amd64 Release build (build/), and the spool tests
-#                                  pass under qemu
+#                                  qemu as the amd64 Release build (build/), the spool tests
+#                                  pass under qemu, and the agent's arm64 .deb is made and its
+#                                  program runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -26,7 +27,8 @@ cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEJAVIEW_WERROR=
   -DCMAKE_PREFIX_PATH="$PWD/$sysroot/usr" >/dev/null
 data=../shared/data/kitti-odometry-mini/00
 if [ "$mode" = --smoke ]; then
-  cmake --build build-arm64 -j "$(nproc)" --target codec_smoke vehicle_transport_test
+  cmake --build build-arm64 -j "$(nproc)" --target codec_smoke vehicle_transport_test \
+    dejaview-agent
   if [ ! -f build/build.ninja ]; then
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEJAVIEW_WERROR=ON >/dev/null
   fi
@@ -39,6 +41,12 @@ if [ "$mode" = --smoke ]; then
   echo "arm64: codec smoke byte-identical to amd64 ($(find build/codec_smoke_amd64 -type f | wc -l) files)"
   qemu-aarch64 -L /usr/aarch64-linux-gnu build-arm64/tests/vehicle/vehicle_transport_test \
     --gtest_filter='Spool*' --gtest_brief=1
+  # The agent's arm64 package: built by CPack from this build, unpacked, its program run.
+  (cd build-arm64 && rm -f dejaview-agent_*.deb && cpack -G DEB >/dev/null)
+  deb=$(ls build-arm64/dejaview-agent_*_arm64.deb)
+  rm -rf build-arm64/package-root && dpkg-deb -x "$deb" build-arm64/package-root
+  echo "arm64: $(basename "$deb"): $(dpkg-deb -f "$deb" Architecture), runs as" \
+    "'$(qemu-aarch64 -L /usr/aarch64-linux-gnu build-arm64/package-root/usr/bin/dejaview-agent --version)'"
   exit 0
 fi
 cmake --build build-arm64 -j "$(nproc)"

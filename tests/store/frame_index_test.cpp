@@ -155,5 +155,26 @@ TEST(FrameIndex, PostgresContract) {
   EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
 }
 
+// With a fleet's worth of rows the planner takes the GiST index for a place look-up.
+TEST(FrameIndex, PostgresPlaceLookUpsUseTheGistIndex) {
+  auto pg = PostgresProcess::Start(test::ScratchDir() + "/pg");
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  auto index = OpenFrameIndex("postgresql:" + (*pg)->conninfo());
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  std::vector<FrameRecord> frames;
+  for (uint64_t seq = 0; seq < 5000; ++seq) frames.push_back(Frame("car-1", 0, seq));
+  ASSERT_TRUE((*index)->Insert(frames).ok());
+  FrameQuery q;
+  q.near = Eigen::Vector3d(2, 0, 0);  // x = seq / 3: sequences 5, 6, 7 lie within 0.5 m
+  q.radius_m = 0.5;
+  auto rows = (*index)->Query(q);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].sequence, 5u);
+  auto plan = (*index)->Explain(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NE(plan->find("frames_by_place"), std::string::npos) << *plan;
+}
+
 }  // namespace
 }  // namespace dv::store
