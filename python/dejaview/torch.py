@@ -10,6 +10,8 @@ each epoch (set_epoch), the same order for the same (seed, epoch) on any machine
 opens the store itself (after the fork) and decodes its frames there, reading them through the
 store's multi-path reader.
 """
+import os
+
 import torch
 import torch.distributed
 import torch.utils.data
@@ -51,7 +53,10 @@ class FrameDataset(torch.utils.data.IterableDataset):
     """The frames of a store query, decoded in the DataLoader's workers.
 
     store: the server's store folder; query: keyword arguments of Store.query (vehicle,
-    start_ns, end_ns, near, radius_m, limit); config, index, maps: as Store's. rank and
+    start_ns, end_ns, near, radius_m, limit); config, index, maps: as Store's. With config (a
+    remote tier), store is a folder of the reader's own and every process opens the store in a
+    subfolder of it (rank<r>-query, rank<r>-worker<w>): a store with a remote tier keeps its copy
+    journal in its folder, which two processes must not open at once. rank and
     world_size default to torch.distributed's when it is initialised, else 0 and 1.
     transform: frame -> sample (default frame_tensors). Call set_epoch(e) before each epoch
     (workers are created per epoch unless persistent_workers, which would keep the old epoch).
@@ -74,7 +79,14 @@ class FrameDataset(torch.utils.data.IterableDataset):
         self.transform, self.tiers, self.prefetch = transform, list(tiers), prefetch
         # The query runs here, once; the store is closed again before any worker forks (a
         # worker opens its own).
-        self.records = Store(store, **self.open_args).query(**(query or {}))
+        self.records = self._open("query").query(**(query or {}))
+
+    def _open(self, who):
+        path = self.store_path
+        if self.open_args["config"] is not None:
+            path = os.path.join(path, f"rank{self.rank}-{who}")
+            os.makedirs(path, exist_ok=True)
+        return Store(path, **self.open_args)
 
     def set_epoch(self, epoch):
         self.epoch = epoch
@@ -93,6 +105,6 @@ class FrameDataset(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         worker_id, num_workers = (info.id, info.num_workers) if info else (0, 1)
         records = self.shard(worker_id, num_workers)
-        store = Store(self.store_path, **self.open_args)
+        store = self._open(f"worker{worker_id}")
         for frame in store.read(records, tiers=self.tiers, prefetch=self.prefetch):
             yield self.transform(frame)

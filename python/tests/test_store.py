@@ -2,6 +2,7 @@
 CLI's rows (dejaview query --json), and frames read through the multi-path reader decode to
 exactly what the C++ decoder made of their delta files."""
 import json
+import os
 import pickle
 
 import numpy as np
@@ -83,12 +84,15 @@ def test_cold_remote_tier_reads_the_same_frames(tiny, s3, tmp_path):
         assert np.array_equal(xyzi(f).view(np.uint32), want.view(np.uint32))
     with pytest.raises(dejaview.NotFoundError):  # nothing on the node's disk
         next(iter(cold.read(records[:1], tiers=["disk"])))
-    # Two DataLoader workers of a training node, each opening the node's store on the bucket.
+    # Two DataLoader workers of a training node, each opening the store on the bucket in a
+    # folder of its own under the node's (one folder shared by both raced on the copy journal).
     ds = FrameDataset(str(tmp_path / "node"), config=str(tiers),
                       index=str(tmp_path / "server" / "index.sqlite"), maps=str(tiny.maps_root),
                       tiers=["remote"], transform=lambda f: f.record.sequence)
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
     assert sorted(loader) == list(range(6))
+    assert sorted(os.listdir(tmp_path / "node")) == ["copy.journal", "objects", "rank0-query",
+                                                     "rank0-worker0", "rank0-worker1"]
 
 
 def test_records_pickle_to_the_same_record(tiny):
