@@ -14,30 +14,12 @@
 #include <memory>
 
 #include "dejaview/base/bytes.h"
+#include "mcap_format.h"
 
 namespace dv::recorded {
 namespace {
 
-constexpr uint8_t kMagic[8] = {0x89, 'M', 'C', 'A', 'P', '0', '\r', '\n'};
-constexpr size_t kRecordPrefix = 9;  // opcode u8, body length u64
-
-enum Op : uint8_t {
-  kHeader = 0x01,
-  kFooter = 0x02,
-  kSchema = 0x03,
-  kChannel = 0x04,
-  kMessage = 0x05,
-  kChunk = 0x06,
-  kMessageIndex = 0x07,
-  kChunkIndex = 0x08,
-  kAttachment = 0x09,
-  kAttachmentIndex = 0x0A,
-  kStatistics = 0x0B,
-  kMetadata = 0x0C,
-  kMetadataIndex = 0x0D,
-  kSummaryOffset = 0x0E,
-  kDataEnd = 0x0F,
-};
+using namespace mcap_format;  // mcap_format.h: the names both the reader and the writer use
 
 // A chunk decompresses to at most this many bytes, and to at most what its codec can expand
 // its compressed bytes to: LZ4 emits at most 255 bytes per input byte (a match length grows by

@@ -13,24 +13,12 @@
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/file_util.h"
+#include "mcap_format.h"
 
 namespace dv::recorded {
 namespace {
 
-constexpr uint8_t kMagic[8] = {0x89, 'M', 'C', 'A', 'P', '0', '\r', '\n'};
-enum Op : uint8_t {
-  kHeader = 0x01,
-  kFooter = 0x02,
-  kSchema = 0x03,
-  kChannel = 0x04,
-  kMessage = 0x05,
-  kChunk = 0x06,
-  kMessageIndex = 0x07,
-  kChunkIndex = 0x08,
-  kStatistics = 0x0B,
-  kSummaryOffset = 0x0E,
-  kDataEnd = 0x0F,
-};
+using namespace mcap_format;  // mcap_format.h: the names both the reader and the writer use
 
 // MCAP's strings and maps carry a u32 byte length (ByteWriter::Str's is a varint).
 void Str(ByteWriter* w, const std::string& s) {
