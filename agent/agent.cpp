@@ -112,6 +112,7 @@ void Agent::EncodeLoop() {
   codec::EncoderParams params;
   params.tolerance_m = config_.tolerance_m;
   params.residual_precision_m = config_.residual_precision_m;
+  params.selection_radius_m = config_.selection_radius_m;
   params.intensity = config_.intensity;
   params.backend = config_.encoder_backend;
   params.threads = config_.frame_threads;

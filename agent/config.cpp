@@ -146,6 +146,8 @@ const config::Schema<AgentConfig>& AgentSchema() {
           .Double("tolerance_m", &A::tolerance_m, 0.001, 100, "the guaranteed maximum error")
           .Double("residual_precision_m", &A::residual_precision_m, 0, 100,
                   "error of points the map does not explain")
+          .Double("selection_radius_m", &A::selection_radius_m, 0, 1000,
+                  "map voxels the map section selects from, within this range; 0: all")
           .Bool("intensity", &A::intensity, "code intensity")
           .Choice("encoder_backend", &A::encoder_backend,
                   {{"cpu", codec::Backend::kCpu}, {"cuda", codec::Backend::kCuda}},

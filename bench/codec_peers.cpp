@@ -275,6 +275,12 @@ StatusOr<std::unique_ptr<Codec>> MakeCodec(const std::string& name) {
   if (name == "grid+zstd" || name == "grid") c = MakeGridZstdCodec();
   if (name == "draco") c = MakeDracoCodec();
   if (name == "dejaview") c = MakeDejaviewCodec();
+  // dejaview-rR: candidates within R metres (EncoderParams::selection_radius_m), R in [1, 1000].
+  if (name.rfind("dejaview-r", 0) == 0 && name.size() > 10 && name.size() <= 14 &&
+      name.find_first_not_of("0123456789", 10) == std::string::npos) {
+    const int r = std::stoi(name.substr(10));
+    if (r >= 1 && r <= 1000) c = MakeDejaviewCodec(r);
+  }
   if (!c) {
     std::string known;
     for (const auto& n : AvailableCodecs()) known += (known.empty() ? "" : ", ") + n;

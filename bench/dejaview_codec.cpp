@@ -31,7 +31,13 @@ uint64_t DirectoryBytes(const std::string& dir) {
 
 class DejaviewCodec : public Codec {
  public:
-  std::string name() const override { return "dejaview"; }
+  // selection_radius_m: EncoderParams::selection_radius_m (0: the frame's whole range).
+  explicit DejaviewCodec(double selection_radius_m) : selection_radius_m_(selection_radius_m) {}
+  std::string name() const override {
+    return selection_radius_m_ > 0
+               ? "dejaview-r" + std::to_string(int(std::lround(selection_radius_m_)))
+               : "dejaview";
+  }
   std::string knob_name() const override { return "T_m"; }
   // To 0.8 m: with the fill section (delta format 8) CD at T = 0.5 stays under 0.15 m on KITTI
   // 00 (0.6 m on 07), and the ratio at equal CD 0.15 needs a point beyond it. 0.12: CD 0.05 m
@@ -69,6 +75,7 @@ class DejaviewCodec : public Codec {
                                 const FrameContext& context, double tolerance_m) override {
     codec::EncoderParams params;
     params.tolerance_m = tolerance_m;
+    params.selection_radius_m = selection_radius_m_;
     params.residual_precision_m = std::min(params.residual_precision_m, tolerance_m);
     params.intensity = context.intensity;
     codec::FrameInfo info;
@@ -126,6 +133,7 @@ class DejaviewCodec : public Codec {
   }
 
  private:
+  const double selection_radius_m_;
   std::unique_ptr<maps::RouteMap> map_;
   codec::Encoder encoder_{nullptr};  // both hold map_.get(): reset before it
   codec::Decoder decoder_{nullptr};
@@ -134,11 +142,13 @@ class DejaviewCodec : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeDejaviewCodec() { return std::make_unique<DejaviewCodec>(); }
+std::unique_ptr<Codec> MakeDejaviewCodec(double selection_radius_m) {
+  return std::make_unique<DejaviewCodec>(selection_radius_m);
+}
 
 }  // namespace dv::bench
 #else
 namespace dv::bench {
-std::unique_ptr<Codec> MakeDejaviewCodec() { return nullptr; }
+std::unique_ptr<Codec> MakeDejaviewCodec(double) { return nullptr; }
 }  // namespace dv::bench
 #endif

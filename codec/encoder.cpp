@@ -58,6 +58,9 @@ Status CheckParams(const EncoderParams& p) {
   if (!(p.still_m >= 0 && p.still_m <= 1)) {
     return Status::InvalidArgument("encode: still_m must be in [0, 1] m");
   }
+  if (!(p.selection_radius_m >= 0 && p.selection_radius_m <= 1000)) {
+    return Status::InvalidArgument("encode: selection_radius_m must be in [0, 1000] m");
+  }
   if (!(p.select_factor >= 0 && p.select_factor <= 1)) {
     return Status::InvalidArgument("encode: select_factor must be in [0, 1]");
   }
@@ -227,9 +230,14 @@ class DeltaEncoder {
     // kMaxCandidateRadiusM. A spurious return kilometres away would otherwise load every map tile
     // within its range; points beyond the ball are coded by the octrees like anything else the
     // map cannot explain.
-    radius_dm_ =
-        uint64_t(std::ceil(std::min(points.max_range_m() + tol_, kMaxCandidateRadiusM) * 10));
+    const double reach_m = std::min(points.max_range_m() + tol_, kMaxCandidateRadiusM);
+    radius_dm_ = uint64_t(std::ceil(
+        (params.selection_radius_m > 0 ? std::min(reach_m, params.selection_radius_m) : reach_m) *
+        10));
     radius_m_ = double(radius_dm_) / 10;
+    // Registration matches the whole frame, and its ball holds the map the points beyond the
+    // candidates' ball are tested against (MarkNearBeyond).
+    registration_radius_m_ = std::max(reach_m, radius_m_) + kRegistrationSlackM;
     // The classification's search radii, in voxels: within the bound, and the gap test's.
     res_ = map->resolution_m();
     nb_ = int(std::ceil((tol_ - kMarginM) / res_));
@@ -247,7 +255,7 @@ class DeltaEncoder {
   Status Register(const Pose& prior) {
     DV_ASSIGN_OR_RETURN(
         const RegistrationResult reg,
-        RegisterFrame(hot_, pts_, map_, ball_, prior, radius_m_ + kRegistrationSlackM,
+        RegisterFrame(hot_, pts_, map_, ball_, prior, registration_radius_m_,
                       std::max(nb_, gap_nb_), params_.threads));
     rep_->registration_correspondences = reg.correspondences;
     h_.pose = Quantize(reg.T_map_sensor);
@@ -406,6 +414,7 @@ class DeltaEncoder {
       for (size_t u = 0; u < unexplained.size(); ++u) {
         near_map[u] |= uint8_t(decided[u] && !(known_near_ && unexplained_known[u]));
       }
+      MarkNearBeyond(unexplained, &near_map);
     }
     MarkStill(unexplained, &near_map);
     for (size_t i = 0; i < unexplained.size(); ++i) {
@@ -413,6 +422,66 @@ class DeltaEncoder {
       (near_map[i] ? gap_i : residual_i)->push_back(unexplained_i[i]);
     }
     return Status::Ok();
+  }
+
+  // The first gap test for the points whose neighbourhood reaches beyond the candidates' ball
+  // (EncoderParams::selection_radius_m), against the map voxels of registration's ball, which
+  // holds the whole frame: a map voxel's representative within gap_m of the point. In the map
+  // frame, on the host for every backend: an encoder's decision, never repeated by the decoder,
+  // which reads each cell's class from the section it is in.
+  void MarkNearBeyond(const std::vector<Eigen::Vector3f>& unexplained,
+                      std::vector<uint8_t>* near_map) const {
+    const KeptBall ball = ball_->kept();
+    if (ball.candidates == nullptr || ball.candidates->resolution_m != res_) return;
+    const Candidates& around = *ball.candidates;
+    const int64_t inner = int64_t(cand_.reach) - gap_nb_ - 1;
+    std::vector<int32_t> keys;
+    std::vector<Eigen::Vector3d> at;
+    std::vector<size_t> which;
+    for (size_t u = 0; u < unexplained.size(); ++u) {
+      if ((*near_map)[u]) continue;
+      const Eigen::Vector3d p = R_ * unexplained[u].cast<double>() + t_;
+      const maps::VoxelKey k = maps::KeyOf(p, res_);
+      if (!KeyInRange(k)) continue;
+      const int64_t d2 = (k - cand_.centre).cast<int64_t>().squaredNorm();
+      if (inner >= 0 && d2 <= inner * inner) continue;  // the search above covered it
+      keys.insert(keys.end(), {k.x(), k.y(), k.z()});
+      at.push_back(p);
+      which.push_back(u);
+    }
+    if (which.empty()) return;
+    const double near2 = gap_m_ * gap_m_;
+    auto close = [&](size_t q, int32_t voxel) {
+      return (maps::Representative(around.voxels[size_t(voxel)], res_) - at[q]).squaredNorm() <=
+             near2;
+    };
+    if (ball.grid != nullptr && ball.grid->max_nb() >= gap_nb_) {
+      const std::vector<uint8_t> valid(which.size(), 1);
+      ball.grid->ForEachQuery(keys, valid, gap_nb_,
+                              [&](uint32_t q, const SortedGrid::Items& items) {
+                                for (int32_t v : items) {
+                                  if (close(q, v)) {
+                                    (*near_map)[which[q]] = 1;
+                                    break;
+                                  }
+                                }
+                              });
+      return;
+    }
+    if (around.index.size() == 0) return;
+    for (size_t q = 0; q < which.size(); ++q) {
+      const int32_t* k = &keys[3 * q];
+      bool found = false;
+      for (int dx = -gap_nb_; dx <= gap_nb_ && !found; ++dx) {
+        for (int dy = -gap_nb_; dy <= gap_nb_ && !found; ++dy) {
+          for (int dz = -gap_nb_; dz <= gap_nb_ && !found; ++dz) {
+            const int32_t v = around.index.Find(kernels::PackKey(k[0] + dx, k[1] + dy, k[2] + dz));
+            found = v >= 0 && close(q, v);
+          }
+        }
+      }
+      if (found) (*near_map)[which[q]] = 1;
+    }
   }
 
   // The unexplained points far from the map (near_map 0) that stood still since the sensor's
@@ -524,7 +593,7 @@ class DeltaEncoder {
   const bool parallel_;
   const int parts_;
   uint64_t radius_dm_ = 0;
-  double radius_m_ = 0, res_ = 0, gap_m_ = 0;
+  double radius_m_ = 0, registration_radius_m_ = 0, res_ = 0, gap_m_ = 0;
   int nb_ = 0, gap_nb_ = 0;
   bool known_near_ = false;
   Eigen::Matrix3d R_;

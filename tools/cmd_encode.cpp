@@ -17,21 +17,24 @@ namespace dv::cli {
 int RunEncode(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"map", "out", "tolerance", "residual-precision", "gap-factor",
-                           "select-factor", "map-budget-mb", "pose", "backend", "threads"},
+                           "select-factor", "selection-radius", "map-budget-mb", "pose", "backend", "threads"},
                           {"no-intensity", "json", "help", "quiet"});
   if (!args.ok()) return Fail("encode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
         "usage: dejaview encode DRIVE --map MAPDIR --out DELTADIR --tolerance T\n"
         "       dejaview encode FRAME.bin [--map MAPDIR --pose \"12 numbers\"] --out FILE.dvd\n"
-        "  [--residual-precision P] [--gap-factor G] [--select-factor S] [--no-intensity]\n"
-        "  [--map-budget-mb MB] [--backend cpu|cuda] [--threads N] [--json] [--quiet]\n"
+        "  [--residual-precision P] [--gap-factor G] [--select-factor S] [--selection-radius R]\n"
+        "  [--no-intensity] [--map-budget-mb MB] [--backend cpu|cuda] [--threads N] [--json]\n"
+        "  [--quiet]\n"
         "  Every decoded point lies within T metres of an original point and every original\n"
         "  point within T of a decoded one. Without --map frames are coded intra. The prior pose\n"
         "  of each frame is DRIVE/poses_prior.txt when present, else DRIVE/poses.txt. Points the\n"
         "  map does not explain are coded within P, except those within G*T of a map point\n"
         "  (coded within T; G 0 codes them all within P). Each explained point is stood for by\n"
-        "  its nearest map voxel and every map voxel within S*T of it (S in [0, 1]). N threads\n"
+        "  its nearest map voxel and every map voxel within S*T of it (S in [0, 1]), among the map\n"
+        "  voxels within R metres of the sensor (default 0: the frame's whole range; the points\n"
+        "  beyond R near the map are coded within T). N threads\n"
         "  share each frame's work (default 1); the bytes are the same with any N.\n");
     return args->Has("help") ? kOk : kUsage;
   }
@@ -45,6 +48,9 @@ int RunEncode(int argc, char** argv) {
   auto sel = args->GetDouble("select-factor", params.select_factor);
   if (!sel.ok()) return Fail("encode", sel.status());
   params.select_factor = *sel;
+  auto radius = args->GetDouble("selection-radius", params.selection_radius_m);
+  if (!radius.ok()) return Fail("encode", radius.status());
+  params.selection_radius_m = *radius;
   params.tolerance_m = *tol;
   params.residual_precision_m = *rp;
   params.gap_factor = *gap;

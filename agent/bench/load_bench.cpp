@@ -9,6 +9,7 @@
 // indexed on the server. After the load it waits for the backlog to drain and prints a table.
 //   dejaview_load_bench [--drive DIR] [--map-drives DIR,DIR...] [--sensors 2] [--hz 10]
 //                       [--seconds 20] [--threads 2] [--tolerance 0.1] [--queue 8] [--dir DIR]
+//                       [--selection-radius 0]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -45,6 +46,7 @@ struct Args {
   double seconds = 20;
   int threads = 2;
   double tolerance = 0.1;
+  double selection_radius = 0;  // agent config selection_radius_m
   int queue = 8;
   std::string dir = (std::filesystem::temp_directory_path() / "dejaview-load-bench").string();
 };
@@ -152,6 +154,7 @@ int Main(const Args& args) {
     std::ofstream y(args.dir + "/agent.yaml");
     y << "vehicle: bench\ndrive: load\nsensors: [" << sensors_yaml << "]\nlidar_endpoint: \""
       << lidar << "\"\nmap_dir: " << map_dir << "\ntolerance_m: " << args.tolerance
+      << "\nselection_radius_m: " << args.selection_radius
       << "\nencoder_threads: " << args.threads << "\nqueue_frames: " << args.queue
       << "\nspool: {dir: " << args.dir << "/spool}\nupload: {endpoint: \""
       << test::ReadTrimmed(args.dir + "/server.port") << "\"}\nmetrics_listen: 127.0.0.1:0\n";
@@ -308,6 +311,8 @@ int main(int argc, char** argv) {
       a.threads = std::atoi(v.c_str());
     } else if (k == "--tolerance") {
       a.tolerance = std::atof(v.c_str());
+    } else if (k == "--selection-radius") {
+      a.selection_radius = std::atof(v.c_str());
     } else if (k == "--queue") {
       a.queue = std::atoi(v.c_str());
     } else if (k == "--dir") {

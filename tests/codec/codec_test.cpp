@@ -75,6 +75,12 @@ TEST(Codec, RejectsBadParameters) {
     EXPECT_NE(bad.status().message().find("select_factor"), std::string::npos) << f;
   }
   p.select_factor = 0.6;
+  for (double r : {-1.0, 1001.0, double(NAN)}) {
+    p.selection_radius_m = r;
+    auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
+    EXPECT_NE(bad.status().message().find("selection_radius_m"), std::string::npos) << r;
+  }
+  p.selection_radius_m = 0;
   for (int threads : {0, -2, kMaxEncoderThreads + 1}) {
     p.threads = threads;
     auto bad = Encode(frame, Pose::Identity(), {}, p, nullptr);
@@ -147,6 +153,46 @@ TEST_F(StreetMap, DeltaExplainsTheStreetAndCodesTheCarAsResidual) {
     EXPECT_EQ(from_map, rep.selected_voxels);
     for (float v : dec->cloud.intensity) EXPECT_TRUE(intensity ? v >= 0 && v <= 1 : v == 0);
   }
+}
+
+// With a selection radius the candidates are the map voxels near the sensor; the points beyond it
+// are tested against the map all the same, so the street's far facades and ground are coded at
+// the tolerance (gap) and only what the map does not hold (the car) keeps the residual's
+// precision. The bound holds either way.
+TEST_F(StreetMap, BeyondTheSelectionRadiusTheStreetIsGapAndTheCarResidual) {
+  const Pose pose = test::StreetPose(3);
+  const PointCloud frame = test::StreetFrame(pose, {test::CarAt(5, 3)});
+  EncoderParams p;
+  p.tolerance_m = 0.1;
+  p.intensity = false;
+  EncodeReport full, near;
+  auto full_dec = RoundTrip(frame, pose, p, map_.get(), &full);
+  ASSERT_TRUE(full_dec.ok()) << full_dec.status().ToString();
+  constexpr double kRadius = 8;
+  p.selection_radius_m = kRadius;
+  p.min_explained_fraction = 0;  // most of the street lies beyond 8 m: a delta frame all the same
+  auto near_dec = RoundTrip(frame, pose, p, map_.get(), &near);
+  ASSERT_TRUE(near_dec.ok()) << near_dec.status().ToString();
+  EXPECT_FALSE(near_dec->intra);
+  EXPECT_LE(bench::CompareFrames(frame.xyz, near_dec->cloud.xyz).hausdorff_m(), p.tolerance_m);
+  EXPECT_LT(near.candidates, full.candidates / 2);
+  // A candidate's key lies within the ball's reach (ceil(R / res) + 1 voxels) of the sensor's, its
+  // representative in its voxel, and it explains only points within T of that.
+  const double res = map_->resolution_m();
+  const double reach_m = (std::ceil(kRadius / res) + 1 + std::sqrt(3.0)) * res + p.tolerance_m;
+  size_t within = 0, beyond = 0;
+  for (const Eigen::Vector3f& q : frame.xyz) {
+    within += q.norm() <= reach_m;
+    beyond += q.norm() > reach_m;
+  }
+  ASSERT_GT(beyond, frame.size() / 4);
+  EXPECT_LE(near.explained_points, within);
+  EXPECT_EQ(near.explained_points + near.residual_points + near.gap_points, frame.size());
+  // The car, within the radius, is classified as without it; of the far points at most a few
+  // (ground between the map's rings) are residual.
+  EXPECT_GE(near.residual_points, full.residual_points);
+  EXPECT_GT(near.gap_points, full.gap_points + beyond * 8 / 10);
+  EXPECT_LT(near.residual_points, full.residual_points + beyond / 20);
 }
 
 // The gap class beyond gap_factor * T: ground between the map's scan rings, metres apart far down

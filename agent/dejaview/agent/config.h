@@ -73,6 +73,7 @@ struct AgentConfig {
   int64_t map_memory_bytes = int64_t(512) << 20;
   double tolerance_m = 0.1;
   double residual_precision_m = 0.02;
+  double selection_radius_m = 0;  // codec::EncoderParams::selection_radius_m
   bool intensity = true;
   // cuda needs a build with -DDEJAVIEW_CUDA=ON and a device; the agent refuses to start
   // otherwise rather than silently encode on the CPU (docs/vehicle-compute.md).

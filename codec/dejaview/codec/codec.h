@@ -53,6 +53,13 @@ struct EncoderParams {
   // The other voxels within the tolerance of a point follow their bits' models where these are
   // sure (map_section.h EncodeSelection).
   double select_factor = 0.6;
+  // The map voxels within this range of the sensor are the candidates the map section selects
+  // from; the frame's points beyond it are tested against the map all the same, and those near it
+  // (static background) are coded at the tolerance in the gap sections. Far away the frame's
+  // rings sample the map's surfaces sparsely: there every selected voxel costs the decoder and
+  // the encoder as much work as a thousand candidates left unselected. 0: the frame's whole
+  // range. In [0, 1000] m.
+  double selection_radius_m = 0;
   bool intensity = true;  // false: geometry only, decoded intensity is 0
   // Delta frames explaining less than this fraction of points are also coded intra, and the
   // smaller of the two is kept.
