@@ -253,10 +253,9 @@ class DeltaEncoder {
   }
 
   Status Register(const Pose& prior) {
-    DV_ASSIGN_OR_RETURN(
-        const RegistrationResult reg,
-        RegisterFrame(hot_, pts_, map_, ball_, prior, registration_radius_m_,
-                      std::max(nb_, gap_nb_), params_.threads));
+    DV_ASSIGN_OR_RETURN(const RegistrationResult reg,
+                        RegisterFrame(hot_, pts_, map_, ball_, prior, registration_radius_m_,
+                                      std::max(nb_, gap_nb_), params_.threads));
     rep_->registration_correspondences = reg.correspondences;
     h_.pose = Quantize(reg.T_map_sensor);
     rep_->T_map_sensor = h_.pose.pose();

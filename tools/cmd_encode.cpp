@@ -15,10 +15,11 @@
 namespace dv::cli {
 
 int RunEncode(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv,
-                          {"map", "out", "tolerance", "residual-precision", "gap-factor",
-                           "select-factor", "selection-radius", "map-budget-mb", "pose", "backend", "threads"},
-                          {"no-intensity", "json", "help", "quiet"});
+  auto args =
+      Args::Parse(argc, argv,
+                  {"map", "out", "tolerance", "residual-precision", "gap-factor", "select-factor",
+                   "selection-radius", "map-budget-mb", "pose", "backend", "threads"},
+                  {"no-intensity", "json", "help", "quiet"});
   if (!args.ok()) return Fail("encode", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("out")) {
     std::printf(
@@ -32,7 +33,8 @@ int RunEncode(int argc, char** argv) {
         "  of each frame is DRIVE/poses_prior.txt when present, else DRIVE/poses.txt. Points the\n"
         "  map does not explain are coded within P, except those within G*T of a map point\n"
         "  (coded within T; G 0 codes them all within P). Each explained point is stood for by\n"
-        "  its nearest map voxel and every map voxel within S*T of it (S in [0, 1]), among the map\n"
+        "  its nearest map voxel and every map voxel within S*T of it (S in [0, 1]), among the "
+        "map\n"
         "  voxels within R metres of the sensor (default 0: the frame's whole range; the points\n"
         "  beyond R near the map are coded within T). N threads\n"
         "  share each frame's work (default 1); the bytes are the same with any N.\n");

@@ -154,10 +154,10 @@ int Main(const Args& args) {
     std::ofstream y(args.dir + "/agent.yaml");
     y << "vehicle: bench\ndrive: load\nsensors: [" << sensors_yaml << "]\nlidar_endpoint: \""
       << lidar << "\"\nmap_dir: " << map_dir << "\ntolerance_m: " << args.tolerance
-      << "\nselection_radius_m: " << args.selection_radius
-      << "\nencoder_threads: " << args.threads << "\nqueue_frames: " << args.queue
-      << "\nspool: {dir: " << args.dir << "/spool}\nupload: {endpoint: \""
-      << test::ReadTrimmed(args.dir + "/server.port") << "\"}\nmetrics_listen: 127.0.0.1:0\n";
+      << "\nselection_radius_m: " << args.selection_radius << "\nencoder_threads: " << args.threads
+      << "\nqueue_frames: " << args.queue << "\nspool: {dir: " << args.dir
+      << "/spool}\nupload: {endpoint: \"" << test::ReadTrimmed(args.dir + "/server.port")
+      << "\"}\nmetrics_listen: 127.0.0.1:0\n";
   }
   test::Process agent({DEJAVIEW_AGENT_BIN, "--config", args.dir + "/agent.yaml",
                        "--metrics-port-file", args.dir + "/agent.port"},

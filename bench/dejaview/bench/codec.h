@@ -76,7 +76,7 @@ StatusOr<std::unique_ptr<Codec>> MakeCodec(const std::string& name);
 std::unique_ptr<Codec> MakeZstdCodec();
 std::unique_ptr<Codec> MakeLz4Codec();
 std::unique_ptr<Codec> MakeGridZstdCodec();
-std::unique_ptr<Codec> MakeDracoCodec();     // nullptr when built without Draco
+std::unique_ptr<Codec> MakeDracoCodec();  // nullptr when built without Draco
 // nullptr when built without dejaview_codec. With selection_radius_m > 0 it is named
 // "dejaview-rR" (R the radius in metres): EncoderParams::selection_radius_m.
 std::unique_ptr<Codec> MakeDejaviewCodec(double selection_radius_m = 0);
