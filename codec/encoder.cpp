@@ -465,9 +465,16 @@ class DeltaEncoder {
                                   }
                                 }
                               });
-      return;
+    } else if (around.index.size() > 0) {
+      SearchIndex(around, keys, which, close, near_map);
     }
-    if (around.index.size() == 0) return;
+    MarkOnSurfaceBeyond(around, unexplained, which, near_map);
+  }
+
+  template <typename Close>
+  void SearchIndex(const Candidates& around, const std::vector<int32_t>& keys,
+                   const std::vector<size_t>& which, Close&& close,
+                   std::vector<uint8_t>* near_map) const {
     for (size_t q = 0; q < which.size(); ++q) {
       const int32_t* k = &keys[3 * q];
       bool found = false;
@@ -481,6 +488,37 @@ class DeltaEncoder {
       }
       if (found) (*near_map)[which[q]] = 1;
     }
+  }
+
+  // The second gap test (MarkOnMapSurface: far ground between the map's rings) for the points
+  // beyond the candidates' ball that the first left, against registration's voxels beyond the
+  // ball's inner part: every sample the test could take for them lies within kSurfaceWindow of
+  // their horizontal distance, which is beyond (1 - kSurfaceWindow) of the inner radius.
+  void MarkOnSurfaceBeyond(const Candidates& around,
+                           const std::vector<Eigen::Vector3f>& unexplained,
+                           const std::vector<size_t>& which, std::vector<uint8_t>* near_map) const {
+    std::vector<Eigen::Vector3f> pts;
+    std::vector<size_t> at;
+    for (size_t u : which) {
+      if ((*near_map)[u]) continue;
+      pts.push_back(unexplained[u]);
+      at.push_back(u);
+    }
+    if (pts.empty()) return;
+    const double inner_m =
+        std::max(0.0, (double(cand_.reach) - gap_nb_ - 2) * res_ * (1 - kSurfaceWindow));
+    const int64_t from = int64_t(inner_m / res_);
+    Candidates samples;
+    const Eigen::Matrix3d Rt = R_.transpose();
+    for (const maps::MapVoxel& v : around.voxels) {
+      if ((v.key - cand_.centre).cast<int64_t>().squaredNorm() < from * from) continue;
+      const Eigen::Vector3f q = (Rt * (maps::Representative(v, res_) - t_)).cast<float>();
+      samples.sensor.push_back(q);
+      samples.cell.push_back(AngularColumn(q));  // the test reads only the column
+    }
+    std::vector<uint8_t> near(pts.size(), 0);
+    MarkOnMapSurface(pts, samples, gap_m_, &near);
+    for (size_t k = 0; k < pts.size(); ++k) (*near_map)[at[k]] |= near[k];
   }
 
   // The unexplained points far from the map (near_map 0) that stood still since the sensor's
