@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -167,6 +168,55 @@ CausalNeighbours::CausalNeighbours(const Candidates& c, size_t begin, const floa
       top_(kPlaneCells, -1),
       below_(kPlaneCells, -1) {
   static_assert(maps::kTileVoxels == 1 << kTileBits, "tile arithmetic: shifts and masks");
+  static_assert(kBorderAt > kPlaneCells, "a border cell is no plane cell");
+  std::fill(std::begin(border_prev_), std::end(border_prev_), -1);
+  std::fill(std::begin(border_cur_), std::end(border_cur_), -1);
+  std::fill(std::begin(border_hprev_), std::end(border_hprev_), HUGE_VALF);
+  std::fill(std::begin(border_hcur_), std::end(border_hcur_), HUGE_VALF);
+}
+
+// Candidate i, at plane cell `at` of the current tile and slab, lx and ly inside the tile, lies
+// on its bottom (lz 0) or top (lz 255) layer: its 13 causal neighbours copied to the border
+// planes as NextSlow finds them (those at z - 1 of the bottom layer in below_, those at z + 1 of
+// the top layer none), each with its range; the other cells of the border planes keep -1 and
+// +infinity. The candidate's own cell in the planes is Locate's, kept before.
+size_t CausalNeighbours::AtZBorder(size_t i, int lx, int ly, int lz, size_t at) {
+  constexpr ptrdiff_t kRow = maps::kTileVoxels, kB = ptrdiff_t(kBorderRow);
+  constexpr ptrdiff_t kCell = ptrdiff_t(kBorderCell);
+  // The cells in the tile: z - 1 and z on the top layer, z and z + 1 on the bottom one (where
+  // z + 1 of row y + 1 may be the last plane cell's successor, which is never read).
+  const ptrdiff_t first = lz == 0 ? 0 : -1, count = 2;
+  auto window = [&](const std::vector<int32_t>& cells, const std::vector<float>& ranges,
+                    int32_t* to, float* to_h, ptrdiff_t dy) {
+    const ptrdiff_t from = ptrdiff_t(at) + dy * kRow + first, into = kCell + dy * kB + first;
+    std::copy_n(cells.data() + from, count, to + into);
+    if (ranges_) std::copy_n(ranges.data() + from, count, to_h + into);
+  };
+  for (ptrdiff_t dy = -1; dy <= 1; ++dy) window(prev_, hprev_, border_prev_, border_hprev_, dy);
+  window(cur_, hcur_, border_cur_, border_hcur_, -1);
+  // The cell at z - 1 of row y in slab x, and the cells of the layer beyond the tile.
+  const ptrdiff_t beyond = lz == 0 ? -1 : 1;
+  for (ptrdiff_t dy = -1; dy <= 1; ++dy) {
+    const int32_t j = lz == 0 ? below_[size_t(lx - 1) << kTileBits | size_t(ly + dy)] : -1;
+    border_prev_[kCell + dy * kB + beyond] = j;
+    border_hprev_[kCell + dy * kB + beyond] = ranges_ && j >= 0 ? ranges_[j] : HUGE_VALF;
+  }
+  const int32_t row_below = lz == 0 ? below_[size_t(lx) << kTileBits | size_t(ly - 1)] : -1;
+  border_cur_[kCell - kB + beyond] = row_below;
+  border_hcur_[kCell - kB + beyond] = ranges_ && row_below >= 0 ? ranges_[row_below] : HUGE_VALF;
+  const int32_t own_below =
+      lz == 0 ? below_[size_t(lx) << kTileBits | size_t(ly)] : cur_[size_t(ptrdiff_t(at) - 1)];
+  border_cur_[kCell - 1] = own_below;
+  border_hcur_[kCell - 1] = !ranges_         ? HUGE_VALF
+                            : lz != 0        ? hcur_[size_t(ptrdiff_t(at) - 1)]
+                            : own_below >= 0 ? ranges_[own_below]
+                                             : HUGE_VALF;
+  if (lz == kTileMask) {
+    const int32_t xy = lx << kTileBits | ly;
+    top_[size_t(xy)] = int32_t(i);
+    top_held_.push_back(xy);
+  }
+  return kBorderAt;
 }
 
 int32_t CausalNeighbours::InEarlierTile(int offset, const maps::VoxelKey& key) {

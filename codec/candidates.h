@@ -102,16 +102,17 @@ class CausalNeighbours {
     if (at >= 0) Inside(size_t(at), out);
   }
   // Next without the neighbours where they are the planes' cells around candidate i's (away from
-  // the tile's borders): returns that cell, for PrevRanges, CurRanges and Neighbours; else fills
-  // out and returns -1.
+  // the tile's borders in x and y): returns that cell, for PrevRanges, CurRanges and Neighbours;
+  // else fills out and returns -1. On a tile's bottom or top layer the cell is one of the border
+  // planes' (AtZBorder).
   ptrdiff_t Locate(size_t i, int32_t out[kCausalOffsets]) {
     const maps::VoxelKey& k = v_[i].key;
     const int lx = k.x() & kTileMask, ly = k.y() & kTileMask, lz = k.z() & kTileMask;
-    if (k.x() == slab_x_ && lx >= 1 && ly >= 1 && ly < kTileMask && lz >= 1 && lz < kTileMask &&
-        maps::TileOf(k) == tile_) {
+    if (k.x() == slab_x_ && lx >= 1 && ly >= 1 && ly < kTileMask && maps::TileOf(k) == tile_) {
       const size_t at = size_t(ly) << kTileBits | size_t(lz);
       Keep(i, at);
-      return ptrdiff_t(at);
+      if (lz >= 1 && lz < kTileMask) return ptrdiff_t(at);
+      return ptrdiff_t(AtZBorder(i, lx, ly, lz, at));
     }
     NextSlow(i, out);
     return -1;
@@ -121,15 +122,18 @@ class CausalNeighbours {
   void Neighbours(size_t at, int32_t out[kCausalOffsets]) const { Inside(at, out); }
   int32_t Neighbour(size_t at, int k) const {
     const int8_t* o = kCausalOffset[k];
-    return (o[0] < 0 ? prev_
-                     : cur_)[size_t(ptrdiff_t(at) + o[1] * ptrdiff_t(maps::kTileVoxels) + o[2])];
+    return (o[0] < 0 ? PrevCells(at) : CurCells(at))[o[1] * ptrdiff_t(maps::kTileVoxels) + o[2]];
   }
   // With ranges: the planes of the ranges of slabs x - 1 (prev) and x (cur), at cell `at`
   // (Locate's): rows of maps::kTileVoxels cells by z, +infinity where no candidate is. A cell's
   // neighbours are a few runs of adjacent cells, read together (cpu/kernels.h
   // ring_state_planes), not looked up one by one.
-  const float* PrevRanges(size_t at) const { return hprev_.data() + at; }
-  const float* CurRanges(size_t at) const { return hcur_.data() + at; }
+  const float* PrevRanges(size_t at) const {
+    return at < kBorderAt ? hprev_.data() + at : border_hprev_ + kBorderCell;
+  }
+  const float* CurRanges(size_t at) const {
+    return at < kBorderAt ? hcur_.data() + at : border_hcur_ + kBorderCell;
+  }
   // With ranges: the last candidate's bit, once coded (its range's sign, as RingStates::Mark).
   void Mark(int bit) {
     if (bit && ranges_) hcur_[last_] = -hcur_[last_];
@@ -142,6 +146,23 @@ class CausalNeighbours {
   };
   static constexpr int kTileBits = 8;
   static constexpr int kTileMask = maps::kTileVoxels - 1;
+  // The border planes: three rows (y - 1, y, y + 1) of a plane's layout around one cell,
+  // kBorderCell, holding the causal neighbours of a candidate on its tile's bottom layer (those at
+  // z - 1 are in the top layer of the tile below, kept in below_) or top layer (those at z + 1 are
+  // in the tile above, which comes later: none), so that the planes' reads (Inside,
+  // ring_state_planes) find them where they find a candidate's inside the tile. Locate's cell for
+  // such a candidate is kBorderAt: beyond every plane cell.
+  static constexpr size_t kBorderRow = maps::kTileVoxels;
+  static constexpr size_t kBorderCell = kBorderRow + 1;
+  static constexpr size_t kBorderCells = 3 * kBorderRow + 4;  // a four-cell read past the last
+  static constexpr size_t kBorderAt = size_t(1) << 20;
+  size_t AtZBorder(size_t i, int lx, int ly, int lz, size_t at);
+  const int32_t* PrevCells(size_t at) const {
+    return at < kBorderAt ? prev_.data() + at : border_prev_ + kBorderCell;
+  }
+  const int32_t* CurCells(size_t at) const {
+    return at < kBorderAt ? cur_.data() + at : border_cur_ + kBorderCell;
+  }
   void NextSlow(size_t i, int32_t out[kCausalOffsets]);
   // Candidate i now holds plane cell `at` of slab x.
   void Keep(size_t i, size_t at) {
@@ -155,8 +176,8 @@ class CausalNeighbours {
   // 0..8 in slab x - 1, 9..12 in slab x.
   void Inside(size_t at, int32_t out[kCausalOffsets]) const {
     constexpr ptrdiff_t kRow = maps::kTileVoxels;
-    const int32_t* p = prev_.data() + at;
-    const int32_t* c = cur_.data() + at;
+    const int32_t* p = PrevCells(at);
+    const int32_t* c = CurCells(at);
     out[0] = p[-kRow - 1];
     out[1] = p[-kRow];
     out[2] = p[-kRow + 1];
@@ -207,6 +228,8 @@ class CausalNeighbours {
     size_t run = 0, pos = 0;  // run == SIZE_MAX: the tile has no earlier run
   };
   Hint hint_[kCausalOffsets];
+  int32_t border_prev_[kBorderCells], border_cur_[kBorderCells];
+  float border_hprev_[kBorderCells], border_hcur_[kBorderCells];
 };
 
 }  // namespace dv::codec

@@ -508,10 +508,45 @@ class DeltaEncoder {
     const double inner_m =
         std::max(0.0, (double(cand_.reach) - gap_nb_ - 2) * res_ * (1 - kSurfaceWindow));
     const int64_t from = int64_t(inner_m / res_);
+    // Only the voxels on the points' radial strips are projected: a flag per square of kStripM
+    // in the map's x-y plane, set along each point's strip (within kSurfaceWindow of its
+    // horizontal distance, with a margin) and around it.
+    constexpr double kStripM = 2.0;
+    const double half_m = (around.reach + 2) * res_;
+    const int side = int(std::ceil(2 * half_m / kStripM)) + 1;
+    std::vector<uint8_t> strip(size_t(side) * size_t(side), 0);
+    const double ox = t_.x() - half_m, oy = t_.y() - half_m;
+    auto square = [&](double x, double y, int* sx, int* sy) {
+      *sx = int(std::floor((x - ox) / kStripM));
+      *sy = int(std::floor((y - oy) / kStripM));
+      return *sx >= 0 && *sy >= 0 && *sx < side && *sy < side;
+    };
+    for (const Eigen::Vector3f& p : pts) {
+      const Eigen::Vector3d m = R_ * p.cast<double>() + t_;
+      const Eigen::Vector2d d = (m - t_).head<2>();
+      const double h = d.norm();
+      if (!(h > 0)) continue;
+      const double lo = h * (1 - 1.5 * kSurfaceWindow), hi = h * (1 + 1.5 * kSurfaceWindow);
+      for (double r = lo; r <= hi + kStripM; r += kStripM / 2) {
+        const Eigen::Vector2d q = t_.head<2>() + d * (std::min(r, hi) / h);
+        int sx, sy;
+        if (!square(q.x(), q.y(), &sx, &sy)) continue;
+        for (int y = std::max(sy - 1, 0); y <= std::min(sy + 1, side - 1); ++y) {
+          for (int x = std::max(sx - 1, 0); x <= std::min(sx + 1, side - 1); ++x) {
+            strip[size_t(y) * size_t(side) + size_t(x)] = 1;
+          }
+        }
+      }
+    }
     Candidates samples;
     const Eigen::Matrix3d Rt = R_.transpose();
     for (const maps::MapVoxel& v : around.voxels) {
       if ((v.key - cand_.centre).cast<int64_t>().squaredNorm() < from * from) continue;
+      int sx, sy;
+      if (!square((v.key.x() + 0.5) * res_, (v.key.y() + 0.5) * res_, &sx, &sy) ||
+          !strip[size_t(sy) * size_t(side) + size_t(sx)]) {
+        continue;
+      }
       const Eigen::Vector3f q = (Rt * (maps::Representative(v, res_) - t_)).cast<float>();
       samples.sensor.push_back(q);
       samples.cell.push_back(AngularColumn(q));  // the test reads only the column

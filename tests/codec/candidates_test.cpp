@@ -172,5 +172,79 @@ TEST(Codec, CausalNeighboursMatchHashLookups) {
   EXPECT_GT(across_z, 0u);
 }
 
+// Candidates on a tile's bottom and top layers (ground at z = 0 lies on both: keys -1 and 0) take
+// their causal neighbours and ring states from the border planes: the same neighbours a hash
+// look-up finds (those at z - 1 of the bottom layer in the tile below) and, from every CPU
+// variant's ring_state_planes, the state ring_state gives for them, selected neighbours included.
+TEST(Codec, CandidatesOnATilesBottomAndTopLayersTakeTheirStatesFromTheBorderPlanes) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> keep(0, 9);
+  std::uniform_real_distribution<float> range(1.0f, 80.0f);
+  Candidates c;
+  for (int x = 250; x <= 258; ++x) {   // across a tile border in x too
+    for (int y = -3; y <= 3; ++y) {    // and in y
+      for (int z = -3; z <= 2; ++z) {  // and in z: local z 253..255, then 0..2
+        if (keep(rng) < 7) {
+          maps::MapVoxel v{};
+          v.key = maps::VoxelKey(x, y, z);
+          c.voxels.push_back(v);
+        }
+      }
+    }
+  }
+  std::sort(c.voxels.begin(), c.voxels.end(), [](const maps::MapVoxel& a, const maps::MapVoxel& b) {
+    const maps::VoxelKey ta = maps::TileOf(a.key), tb = maps::TileOf(b.key);
+    return ta != tb ? maps::KeyLess(ta, tb) : maps::KeyLess(a.key, b.key);
+  });
+  VoxelHash index(c.voxels.size());
+  for (size_t i = 0; i < c.voxels.size(); ++i) index.Insert(PackKey(c.voxels[i].key), int32_t(i));
+  std::vector<float> storage(c.voxels.size() + 1);
+  storage[0] = HUGE_VALF;
+  float* h = storage.data() + 1;
+  for (size_t i = 0; i < c.voxels.size(); ++i) h[i] = range(rng);
+  for (const cpu::Kernels* variant : cpu::Variants()) {
+    SCOPED_TRACE(variant->name);
+    for (size_t i = 0; i < c.voxels.size(); ++i) h[i] = std::fabs(h[i]);
+    CausalNeighbours around(c, 0, h);
+    size_t bottom = 0, top = 0;
+    for (size_t i = 0; i < c.voxels.size(); ++i) {
+      int32_t want[cpu::kPaddedOffsets];
+      std::fill(std::begin(want), std::end(want), -1);
+      for (int k = 0; k < kCausalOffsets; ++k) {
+        const int8_t* o = kCausalOffset[k];
+        const int32_t j = index.Find(PackKey(c.voxels[i].key + maps::VoxelKey(o[0], o[1], o[2])));
+        want[k] = j >= 0 && size_t(j) < i ? j : -1;
+      }
+      int32_t nb[cpu::kPaddedOffsets];
+      std::fill(std::begin(nb), std::end(nb), -1);
+      const ptrdiff_t at = around.Locate(i, nb);
+      int state;
+      if (at >= 0) {
+        around.Neighbours(size_t(at), nb);
+        unsigned selected = 0;
+        state = variant->ring_state_planes(around.PrevRanges(size_t(at)),
+                                           around.CurRanges(size_t(at)), h[i], &selected);
+        unsigned signs = 0;
+        for (int k = 0; k < kCausalOffsets; ++k) {
+          signs |= unsigned(want[k] >= 0 && std::signbit(h[want[k]])) << cpu::RingLane(k);
+        }
+        ASSERT_EQ(selected, signs) << "candidate " << i;
+        const int lz = c.voxels[i].key.z() & (maps::kTileVoxels - 1);
+        bottom += lz == 0;
+        top += lz == maps::kTileVoxels - 1;
+      } else {
+        state = cpu::Scalar().ring_state(h, want, i);
+      }
+      for (int k = 0; k < kCausalOffsets; ++k) ASSERT_EQ(nb[k], want[k]) << i << " offset " << k;
+      ASSERT_EQ(state, cpu::Scalar().ring_state(h, want, i)) << "candidate " << i;
+      const int bit = keep(rng) < 4;
+      if (bit) h[i] = -h[i];
+      around.Mark(bit);
+    }
+    EXPECT_GT(bottom, 10u);
+    EXPECT_GT(top, 10u);
+  }
+}
+
 }  // namespace
 }  // namespace dv::codec
