@@ -57,6 +57,12 @@ Scan ScanFrame(const World& world, const Pose& T_world_sensor,
   scan.cloud.ring.reserve(rays);
   scan.labels.reserve(rays);
   const double jitter = model.divergence_mrad * 1e-3 / 2;
+  std::vector<double> calibration(model.elevation_deg.size());
+  for (size_t b = 0; b < calibration.size(); ++b) {
+    Rng beam(StreamSeed(0x6265616d, b));  // "beam": a property of the sensor, not of the seed
+    calibration[b] = std::clamp(beam.Normal(), -2.0, 2.0) * model.beam_elevation_error_deg *
+                     3.14159265358979323846 / 180;
+  }
   for (int a = 0; a < model.azimuth_steps; ++a) {
     const double az = 2 * 3.14159265358979323846 * a / model.azimuth_steps;
     for (size_t b = 0; b < model.elevation_deg.size(); ++b) {
@@ -68,10 +74,14 @@ Scan ScanFrame(const World& world, const Pose& T_world_sensor,
       }
       const Eigen::Vector3d d_sensor(std::cos(el) * std::cos(azj), std::cos(el) * std::sin(azj),
                                      std::sin(el));
-      const Eigen::Vector3d d = R * d_sensor;
+      const double el_true = el + calibration[b];
+      const Eigen::Vector3d d =
+          R * Eigen::Vector3d(std::cos(el_true) * std::cos(azj), std::cos(el_true) * std::sin(azj),
+                              std::sin(el_true));
       Hit hit;
       const bool found = world.Cast(origin, d, model.max_range_m, near, &visited, ++stamp, &hit);
       const double u_drop = rng.Uniform(), n_range = rng.Normal(), n_int = rng.Normal();
+      const double n_speckle = rng.Normal(), u_weak = rng.Uniform(), u_weak_level = rng.Uniform();
       if (!found || hit.range_m < model.min_range_m) continue;
       const double cos_inc = std::abs(hit.normal.dot(d));
       const double r_frac = hit.range_m / model.max_range_m;
@@ -83,8 +93,16 @@ Scan ScanFrame(const World& world, const Pose& T_world_sensor,
       // reflectance of KITTI's HDL-64E (median about 0.3 at 5-15 m, docs/simulator.md).
       const double lambert =
           RetroReflective(hit.material) ? 0.8 + 0.2 * cos_inc : 0.5 + 0.5 * cos_inc;
-      const float intensity = float(std::clamp(
-          Reflectivity(hit.material) * lambert + model.intensity_noise * n_int, 0.0, 1.0));
+      // Real returns scatter about that mean (speckle, surface texture: a log-normal factor), a
+      // share are weak (KITTI: 3-9 % of the points within 30 m read zero, most beyond 50 m, half
+      // of the points on cars, whose dark paint and glass return little), and the sensor reports
+      // reflectance in steps of 0.01, rounding the weakest down to zero.
+      double reflect = 1.1 * Reflectivity(hit.material) * lambert * std::exp(0.3 * n_speckle);
+      if (hit.material == Material::kCarPaint && Mix(hit.object_id) % 2 == 0) reflect *= 0.1;
+      const double p_weak = 0.08 + 0.87 * std::clamp((hit.range_m - 25) / 40, 0.0, 1.0);
+      if (u_weak < p_weak) reflect *= 0.1 * u_weak_level;
+      const double level = std::clamp(reflect + model.intensity_noise * n_int - 0.01, 0.0, 1.0);
+      const float intensity = float(std::floor(level * 100) / 100);
       scan.cloud.push_back((d_sensor * range).cast<float>(), intensity);
       scan.cloud.ring.push_back(uint16_t(b));
       scan.labels.push_back(uint32_t(hit.label) | (uint32_t(hit.object_id) << 16));

@@ -16,6 +16,8 @@ namespace dv::sim {
 namespace {
 
 constexpr double kSensorHeight = 1.73;  // KITTI's Velodyne mount
+constexpr double kHalfWheelbase = 1.35, kHalfTrack = 0.8;
+constexpr double kMountPitchDeg = 0.6, kMountRollDeg = -1.2, kBodySwayDeg = 0.7;
 constexpr double kFrameS = 0.1;
 
 std::string FrameName(int i) {
@@ -45,11 +47,33 @@ Pose EgoPose(const World& world, const SimOptions& o, int day, int frame) {
   const double s = 20.0 + 1.3 * day + DaySpeed(o, day) * t;
   const double lateral = -1.75 + 0.25 * Smooth(o.seed, day, 9, t);
   const double h = world.route().HeadingAt(s);
-  const Eigen::Vector2d p =
-      world.route().PointAt(s) + lateral * Eigen::Vector2d(-std::sin(h), std::cos(h));
+  const Eigen::Vector2d fwd(std::cos(h), std::sin(h)), left(-std::sin(h), std::cos(h));
+  const Eigen::Vector2d p = world.route().PointAt(s) + lateral * left;
+  // The body rests on its four wheels: it pitches with the road's grade and rolls with its
+  // camber, and the sensor sits its mount height above the ground along the body's up axis.
+  Eigen::Vector3d w[4];
+  for (int k = 0; k < 4; ++k) {
+    const Eigen::Vector2d q = p + (k & 1 ? -kHalfWheelbase : kHalfWheelbase) * fwd +
+                              (k & 2 ? -kHalfTrack : kHalfTrack) * left;
+    w[k] = Eigen::Vector3d(q.x(), q.y(), world.BaseHeight(q.x(), q.y()));
+  }
+  const Eigen::Vector3d along = (w[0] + w[2]) - (w[1] + w[3]);   // rear to front
+  const Eigen::Vector3d across = (w[0] + w[1]) - (w[2] + w[3]);  // right to left
+  const Eigen::Vector3d up = along.cross(across).normalized();
+  const Eigen::Vector3d x_axis = (along - along.dot(up) * up).normalized();
   Pose T = Pose::Identity();
-  T.linear() = Eigen::AngleAxisd(h, Eigen::Vector3d::UnitZ()).toRotationMatrix();
-  T.translation() = Eigen::Vector3d(p.x(), p.y(), kSensorHeight);
+  T.linear().col(0) = x_axis;
+  T.linear().col(1) = up.cross(x_axis);
+  T.linear().col(2) = up;
+  T.translation() = (w[0] + w[1] + w[2] + w[3]) / 4 + kSensorHeight * up;
+  // The sensor is not level with the road under the wheels: the body pitches and rolls on its
+  // suspension, and the mount has its own small tilt. KITTI's ground 4-8 m away is a plane
+  // tilted 0.3-2 deg in the sensor frame.
+  const double pitch = (kMountPitchDeg + kBodySwayDeg * Smooth(o.seed, day, 10, t)) * M_PI / 180;
+  const double roll = (kMountRollDeg + kBodySwayDeg * Smooth(o.seed, day, 11, t)) * M_PI / 180;
+  T.linear() = T.linear() * (Eigen::AngleAxisd(pitch, Eigen::Vector3d::UnitY()) *
+                             Eigen::AngleAxisd(roll, Eigen::Vector3d::UnitX()))
+                                .toRotationMatrix();
   return T;
 }
 

@@ -13,6 +13,39 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kMaxHeight = 30.0;  // nothing in the world is taller; rays above it leave
 
+// The ground (docs/simulator.md): three plane waves of 80-400 m, each up to this grade; road
+// damage per km of route; value-noise roughness (lattice spacing, amplitude) on every surface and
+// coarser on the verge beyond the sidewalk.
+constexpr double kMaxWaveSlope = 0.012;
+constexpr double kPatchesPerKm = 40;
+constexpr double kPotholesPerKm = 15;
+constexpr double kRoughCoarseM = 1.5, kRoughCoarseAmp = 0.006;
+constexpr double kRoughFineM = 0.4, kRoughFineAmp = 0.012;
+constexpr double kVergeRoughM = 0.8, kVergeRoughAmp = 0.025;
+constexpr double kGridMarginM = 200;  // beyond the route's extent: more than any sensor's range
+
+double SmoothStep(double e) {
+  e = std::clamp(e, 0.0, 1.0);
+  return e * e * (3 - 2 * e);
+}
+
+// Value noise in [-1, 1] on a lattice of spacing cell_m, C1 across lattice lines.
+double ValueNoise(uint64_t seed, double x, double y, double cell_m) {
+  const double fx = x / cell_m, fy = y / cell_m;
+  const double x0 = std::floor(fx), y0 = std::floor(fy);
+  const int64_t ix = int64_t(x0), iy = int64_t(y0);
+  const auto v = [&](int64_t a, int64_t b) {  // one multiply-xorshift round: cheap, and enough
+    uint64_t h =
+        seed ^ (uint64_t(a) * 0x9e3779b97f4a7c15ull) ^ (uint64_t(b) * 0xc2b2ae3d27d4eb4full);
+    h = (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull;
+    return double((h ^ (h >> 32)) >> 11) * 0x1.0p-52 - 1.0;
+  };
+  const double u = SmoothStep(fx - x0), w = SmoothStep(fy - y0);
+  const double a = v(ix, iy) + u * (v(ix + 1, iy) - v(ix, iy));
+  const double b = v(ix, iy + 1) + u * (v(ix + 1, iy + 1) - v(ix, iy + 1));
+  return a + w * (b - a);
+}
+
 Eigen::Vector3d RotZ(const Eigen::Vector3d& v, double c, double s) {
   return {c * v.x() - s * v.y(), s * v.x() + c * v.y(), v.z()};
 }
@@ -195,6 +228,7 @@ Route::Route(uint64_t seed, double length_m) {
     const double turn = rng.Uniform(20, 90) * kPi / 180;
     heading += rng.Chance(0.5) ? turn : -turn;
   }
+  for (size_t i = 0; i + 1 < pts_.size(); ++i) dir_.push_back((pts_[i + 1] - pts_[i]).normalized());
 }
 
 Eigen::Vector2d Route::PointAt(double s) const {
@@ -210,6 +244,13 @@ double Route::HeadingAt(double s) const {
   return std::atan2(d.y(), d.x());
 }
 
+double Route::SegmentDistance(size_t i, const Eigen::Vector2d& q, double* s) const {
+  const Eigen::Vector2d aq = q - pts_[i];
+  const double along = std::clamp(aq.dot(dir_[i]), 0.0, cum_[i + 1] - cum_[i]);
+  *s = cum_[i] + along;
+  return (aq - along * dir_[i]).norm();
+}
+
 double Route::DistanceTo(const Eigen::Vector2d& q) const {
   double best = kInf;
   for (size_t i = 0; i + 1 < pts_.size(); ++i) {
@@ -220,10 +261,18 @@ double Route::DistanceTo(const Eigen::Vector2d& q) const {
   return best;
 }
 
-void World::AddStatic(Primitive p) { statics_.push_back(p); }
+void World::AddStatic(Primitive p) {
+  const bool grounded = p.kind != Primitive::Kind::kEllipsoid && p.center.z() - p.half.z() < 0.01;
+  p.center.z() += BaseHeight(p.center.x(), p.center.y());
+  if (grounded) {  // sunk 0.5 m: the footprint of a building spans a few cm of undulation
+    p.center.z() -= 0.25;
+    p.half.z() += 0.25;
+  }
+  statics_.push_back(p);
+}
 
 World::World(uint64_t seed, int day, double route_length_m, const DayRates& rates)
-    : route_(seed, route_length_m) {
+    : noise_seed_(Mix(seed ^ 0x726f756768)), route_(seed, route_length_m) {
   // Layout draws come from the seed alone, so object ids and places agree on every day; each
   // object's state on a day comes from its own (seed, day, id) stream.
   Rng layout(StreamSeed(seed, 0x6c61796f7574));  // "layout"
@@ -245,18 +294,30 @@ World::World(uint64_t seed, int day, double route_length_m, const DayRates& rate
   const double L = route_.length();
   const double km = L / 1000.0;
 
-  for (double s = 0; s < L; s += 8) {  // curbs + sidewalks in 8 m chunks, markings
-    const Frame2 f = frame_at(s + 4);
-    for (double side : {-1.0, 1.0}) {
-      const Eigen::Vector3d c = f.At(0, side * (kRoadHalfWidth + kSidewalkWidth / 2), 0.075);
-      if (route_.DistanceTo(c.head<2>()) < kRoadHalfWidth + kSidewalkWidth / 2 - 0.5) continue;
-      AddStatic(Box(c, {4.05, kSidewalkWidth / 2, 0.075}, f.yaw(), Material::kConcrete));
-      AddStatic(
-          Box(f.At(0, side * 3.5, 0.0025), {1.5, 0.075, 0.0025}, f.yaw(), Material::kMarking));
-      AddStatic(
-          Box(f.At(0, side * 6.9, 0.0025), {4.0, 0.075, 0.0025}, f.yaw(), Material::kMarking));
+  {  // The ground: undulation and road damage from the seed alone, the same on every day.
+    Rng g(StreamSeed(seed, 0x67726f756e64));  // "ground"
+    for (int k = 0; k < 3; ++k) {
+      const double wavelength = g.Uniform(80, 400), heading = g.Uniform(0, 2 * kPi);
+      const double slope = g.Uniform(0.003, kMaxWaveSlope);  // this wave's steepest grade
+      const double kk = 2 * kPi / wavelength;
+      waves_.push_back(
+          {kk * std::cos(heading), kk * std::sin(heading), slope / kk, g.Uniform(0, 2 * kPi)});
+      wave_slope_ += slope;
+      wave_curvature_ += slope * kk;
     }
-    AddStatic(Box(f.At(0, 0, 0.0025), {1.5, 0.075, 0.0025}, f.yaw(), Material::kMarking));
+    const auto road_disc = [&](double r_lo, double r_hi, double dz_lo, double dz_hi) {
+      const double s = g.Uniform(0, L),
+                   lat = g.Uniform(-kRoadHalfWidth + 0.6, kRoadHalfWidth - 0.6);
+      const double r = g.Uniform(r_lo, r_hi), dz = g.Uniform(dz_lo, dz_hi);
+      const Frame2 f = frame_at(s);
+      const Eigen::Vector3d c = f.At(0, lat, 0);
+      discs_.push_back({c.x(), c.y(), r, dz});
+    };
+    for (int k = 0; k < int(std::lround(kPatchesPerKm * km)); ++k)
+      road_disc(0.5, 2.0, 0.004, 0.015);
+    for (int k = 0; k < int(std::lround(kPotholesPerKm * km)); ++k)
+      road_disc(0.15, 0.5, -0.06, -0.02);
+    BuildGroundGrid();
   }
 
   for (double side : {-1.0, 1.0}) {
@@ -429,7 +490,7 @@ std::vector<Primitive> World::DynamicAt(double t_s) const {
     const double h = route_.HeadingAt(s) + (m.speed < 0 ? kPi : 0);
     const Eigen::Vector2d n(-std::sin(route_.HeadingAt(s)), std::cos(route_.HeadingAt(s)));
     const Eigen::Vector2d q = route_.PointAt(s) + n * m.lateral;
-    const Eigen::Vector3d c(q.x(), q.y(), 0);
+    const Eigen::Vector3d c(q.x(), q.y(), BaseHeight(q.x(), q.y()));
     const size_t first = out.size();
     if (m.kind == 0) {
       if (m.id % 5 == 0) {  // a truck
@@ -459,14 +520,8 @@ std::vector<Primitive> World::DynamicAt(double t_s) const {
 }
 
 void World::BuildGrid() {
-  Eigen::Vector2d lo = Eigen::Vector2d::Constant(kInf), hi = -lo;
-  for (const Primitive& p : statics_) {
-    lo = lo.cwiseMin(p.center.head<2>() - Eigen::Vector2d::Constant(p.Radius()));
-    hi = hi.cwiseMax(p.center.head<2>() + Eigen::Vector2d::Constant(p.Radius()));
-  }
-  grid_min_ = lo;
-  nx_ = int((hi.x() - lo.x()) / cell_m_) + 1;
-  ny_ = int((hi.y() - lo.y()) / cell_m_) + 1;
+  // The grid was laid out over the route by BuildGroundGrid; every static lies inside it.
+  const Eigen::Vector2d lo = grid_min_;
   std::vector<std::vector<uint32_t>> cells(size_t(nx_) * ny_);
   for (uint32_t i = 0; i < statics_.size(); ++i) {
     const Primitive& p = statics_[i];
@@ -485,6 +540,243 @@ void World::BuildGrid() {
   for (const auto& c : cells) cell_items_.insert(cell_items_.end(), c.begin(), c.end());
 }
 
+int World::CellOf(double x, double y) const {
+  const double fx = std::floor((x - grid_min_.x()) / cell_m_);
+  const double fy = std::floor((y - grid_min_.y()) / cell_m_);
+  if (!(fx >= 0 && fy >= 0 && fx < nx_ && fy < ny_)) return -1;
+  return int(fy) * nx_ + int(fx);
+}
+
+double World::Lateral(double x, double y, int cell, double* s) const {
+  const Eigen::Vector2d q(x, y);
+  double best = kInf, arc = 0;
+  const auto consider = [&](size_t i) {
+    double a;
+    const double d = route_.SegmentDistance(i, q, &a);
+    if (d < best) best = d, arc = a;
+  };
+  if (cell >= 0) {
+    for (int16_t i : cell_segments_[size_t(cell)]) {
+      if (i >= 0) consider(size_t(i));
+    }
+  } else {
+    for (size_t i = 0; i < route_.segments(); ++i) consider(i);
+  }
+  if (s) *s = arc;
+  return best;
+}
+
+double World::Profile(double d) const {
+  const double edge = -kCamber * kRoadHalfWidth;
+  if (d < kRoadHalfWidth) return -kCamber * d;
+  if (d < kRoadHalfWidth + kCurbFace) return edge + kCurbHeight * (d - kRoadHalfWidth) / kCurbFace;
+  const double walk = std::min(d, kRoadHalfWidth + kSidewalkWidth) - kRoadHalfWidth - kCurbFace;
+  return edge + kCurbHeight + kSidewalkSlope * walk;
+}
+
+double World::Undulation(double x, double y) const {
+  double z = 0;
+  for (const Wave& w : waves_) z += w.amp * std::sin(w.kx * x + w.ky * y + w.phase);
+  return z;
+}
+
+double World::Roughness(double x, double y, double lateral) const {
+  double z = kRoughCoarseAmp * ValueNoise(noise_seed_ ^ 0x1111, x, y, kRoughCoarseM) +
+             kRoughFineAmp * ValueNoise(noise_seed_ ^ 0x2222, x, y, kRoughFineM);
+  const double verge = SmoothStep(lateral - (kRoadHalfWidth + kSidewalkWidth));
+  if (verge > 0) z += verge * kVergeRoughAmp * ValueNoise(noise_seed_ ^ 0x3333, x, y, kVergeRoughM);
+  return z;
+}
+
+double World::Discs(double x, double y, int cell) const {
+  if (cell < 0) return 0;
+  double z = 0;
+  for (uint32_t k = disc_start_[size_t(cell)]; k < disc_start_[size_t(cell) + 1]; ++k) {
+    const Disc& d = discs_[disc_items_[k]];
+    const double r = std::hypot(x - d.x, y - d.y);
+    if (r >= d.r) continue;
+    if (d.dz < 0) {
+      const double u = 1 - (r / d.r) * (r / d.r);
+      z += d.dz * u * u;  // a bowl, flat-bottomed enough, smooth at its rim
+    } else {
+      z += d.dz * SmoothStep((d.r - r) / 0.05);  // a patch with a 5 cm bevelled edge
+    }
+  }
+  return z;
+}
+
+double World::Height(double x, double y, int cell, bool detail) const {
+  const double lat = Lateral(x, y, cell, nullptr);
+  double z = Profile(lat) + Undulation(x, y);
+  if (detail) z += Roughness(x, y, lat) + Discs(x, y, cell);
+  return z;
+}
+
+double World::GroundHeight(double x, double y) const { return Height(x, y, CellOf(x, y), true); }
+double World::BaseHeight(double x, double y) const { return Height(x, y, CellOf(x, y), false); }
+
+Eigen::Vector3d World::GroundNormal(double x, double y) const {
+  constexpr double e = 0.004;
+  const double h = GroundHeight(x, y);
+  const double hx = (GroundHeight(x + e, y) - h) / e, hy = (GroundHeight(x, y + e) - h) / e;
+  return Eigen::Vector3d(-hx, -hy, 1).normalized();
+}
+
+Material World::GroundMaterial(double x, double y) const {
+  double s = 0;
+  const double lat = Lateral(x, y, CellOf(x, y), &s);
+  if (lat >= kRoadHalfWidth) return Material::kConcrete;
+  // Markings 15 cm wide: dashed (3 m of every 8 m) on the axis and between the lanes, solid
+  // at the edge of the driving lanes.
+  const double phase = s - 8 * std::floor(s / 8);
+  const bool dash = phase >= 2.5 && phase <= 5.5;
+  if ((lat < 0.075 && dash) || (std::abs(lat - 3.5) < 0.075 && dash) ||
+      std::abs(lat - 6.9) < 0.075) {
+    return Material::kMarking;
+  }
+  return Material::kAsphalt;
+}
+
+void World::BuildGroundGrid() {
+  Eigen::Vector2d lo = Eigen::Vector2d::Constant(kInf), hi = -lo;
+  for (double s = 0; s <= route_.length() + 10; s += 10) {
+    lo = lo.cwiseMin(route_.PointAt(s));
+    hi = hi.cwiseMax(route_.PointAt(s));
+  }
+  lo.array() -= kGridMarginM;
+  hi.array() += kGridMarginM;
+  grid_min_ = lo;
+  nx_ = int((hi.x() - lo.x()) / cell_m_) + 1;
+  ny_ = int((hi.y() - lo.y()) / cell_m_) + 1;
+  const size_t cells = size_t(nx_) * size_t(ny_);
+  const double half_diag = cell_m_ * std::sqrt(0.5);
+  cell_segments_.assign(cells, {-1, -1, -1, -1});
+  ground_lo_.assign(cells, 0);
+  ground_hi_.assign(cells, 0);
+  // Discs, each in every cell its bounding square touches.
+  std::vector<std::vector<uint32_t>> by_cell(cells);
+  for (uint32_t k = 0; k < discs_.size(); ++k) {
+    const Disc& d = discs_[k];
+    const int x0 = int(std::floor((d.x - d.r - lo.x()) / cell_m_));
+    const int x1 = int(std::floor((d.x + d.r - lo.x()) / cell_m_));
+    const int y0 = int(std::floor((d.y - d.r - lo.y()) / cell_m_));
+    const int y1 = int(std::floor((d.y + d.r - lo.y()) / cell_m_));
+    for (int y = std::max(0, y0); y <= std::min(ny_ - 1, y1); ++y)
+      for (int x = std::max(0, x0); x <= std::min(nx_ - 1, x1); ++x)
+        by_cell[size_t(y) * size_t(nx_) + size_t(x)].push_back(k);
+  }
+  disc_start_.assign(cells + 1, 0);
+  for (size_t c = 0; c < cells; ++c)
+    disc_start_[c + 1] = disc_start_[c] + uint32_t(by_cell[c].size());
+  disc_items_.clear();
+  for (const auto& c : by_cell) disc_items_.insert(disc_items_.end(), c.begin(), c.end());
+
+  std::vector<std::pair<double, int>> dist(route_.segments());
+  for (int cy = 0; cy < ny_; ++cy) {
+    for (int cx = 0; cx < nx_; ++cx) {
+      const size_t c = size_t(cy) * size_t(nx_) + size_t(cx);
+      const Eigen::Vector2d center = lo + cell_m_ * Eigen::Vector2d(cx + 0.5, cy + 0.5);
+      double s;
+      for (size_t i = 0; i < dist.size(); ++i)
+        dist[i] = {route_.SegmentDistance(i, center, &s), int(i)};
+      std::sort(dist.begin(), dist.end());
+      // Distance to a segment is 1-Lipschitz, so only segments within two half diagonals of the
+      // nearest can be nearest anywhere in the cell; kept in index order, as the full scan.
+      std::array<int16_t, 4> segs = {-1, -1, -1, -1};
+      size_t n = 0;
+      for (size_t i = 0; i < dist.size() && n < 4; ++i) {
+        if (dist[i].first > dist[0].first + 2 * half_diag + 1e-6) break;
+        segs[n++] = int16_t(dist[i].second);
+      }
+      std::sort(segs.begin(), segs.begin() + long(n));
+      cell_segments_[c] = segs;
+      // Bounds on the height in the cell. The profile is piecewise linear in the lateral
+      // distance, which varies by at most a half diagonal from the centre's; the undulation is
+      // bounded by its corner values and its curvature; roughness and discs by their amplitudes.
+      const double d0 = std::max(0.0, dist[0].first - half_diag), d1 = dist[0].first + half_diag;
+      double plo = std::min(Profile(d0), Profile(d1)), phi = std::max(Profile(d0), Profile(d1));
+      for (double b :
+           {kRoadHalfWidth, kRoadHalfWidth + kCurbFace, kRoadHalfWidth + kSidewalkWidth}) {
+        if (b > d0 && b < d1) plo = std::min(plo, Profile(b)), phi = std::max(phi, Profile(b));
+      }
+      double ulo = kInf, uhi = -kInf;
+      for (int k = 0; k < 4; ++k) {
+        const double u =
+            Undulation(lo.x() + cell_m_ * (cx + (k & 1)), lo.y() + cell_m_ * (cy + (k >> 1)));
+        ulo = std::min(ulo, u), uhi = std::max(uhi, u);
+      }
+      const double sag = wave_curvature_ * 2 * half_diag * half_diag / 8 + 1e-4;
+      double rough = kRoughCoarseAmp + kRoughFineAmp;
+      if (d1 > kRoadHalfWidth + kSidewalkWidth) rough += kVergeRoughAmp;
+      double dlo = 0, dhi = 0;
+      for (uint32_t k = disc_start_[c]; k < disc_start_[c + 1]; ++k) {
+        dlo += std::min(0.0, discs_[disc_items_[k]].dz);
+        dhi += std::max(0.0, discs_[disc_items_[k]].dz);
+      }
+      ground_lo_[c] = float(plo + ulo - sag - rough + dlo - 1e-3);
+      ground_hi_[c] = float(phi + uhi + sag + rough + dhi + 1e-3);
+    }
+  }
+}
+
+bool World::GroundSpan(const Eigen::Vector3d& origin, const Eigen::Vector3d& dir, double t0,
+                       double t1, double lo, double hi, double* t_hit) const {
+  const double oz = origin.z(), dz = dir.z();
+  double ta = t0, tb = t1;
+  if (dz < 0) {
+    ta = std::max(ta, (hi - oz) / dz);
+    tb = std::min(tb, (lo - oz) / dz);
+  } else if (dz > 0) {
+    ta = std::max(ta, (lo - oz) / dz);
+    tb = std::min(tb, (hi - oz) / dz);
+  } else if (oz > hi || oz < lo) {
+    return false;
+  }
+  if (ta > tb) return false;
+  const auto f = [&](double t) {
+    const double x = origin.x() + t * dir.x(), y = origin.y() + t * dir.y();
+    return oz + t * dz - GroundHeight(x, y);
+  };
+  // March in horizontal steps short enough for the roughness and the road damage (longer far
+  // away, where the beams are metres apart anyway), then refine the bracketed crossing by
+  // regula falsi (Illinois): the hit lies on the height field to a few micrometres.
+  const double horiz = std::max(1e-3, std::hypot(dir.x(), dir.y()));
+  const double dt = std::max(0.2, 0.005 * ta) / horiz;
+  double a = ta, fa = f(ta);
+  if (fa <= 0) {
+    *t_hit = ta;
+    return true;
+  }
+  while (a < tb) {
+    const double b = std::min(tb, a + dt), fb = f(b);
+    if (fb <= 0) {
+      double lo_t = a, hi_t = b, flo = fa, fhi = fb;
+      int side = 0;
+      for (int k = 0; k < 40 && hi_t - lo_t > 1e-6; ++k) {
+        const double m = (lo_t * fhi - hi_t * flo) / (fhi - flo);
+        const double fm = f(m);
+        if (std::abs(fm) < 1e-6) {
+          hi_t = m;
+          break;
+        }
+        if (fm > 0) {
+          lo_t = m, flo = fm;
+          if (side == 1) fhi /= 2;
+          side = 1;
+        } else {
+          hi_t = m, fhi = fm;
+          if (side == -1) flo /= 2;
+          side = -1;
+        }
+      }
+      *t_hit = hi_t;
+      return true;
+    }
+    a = b, fa = fb;
+  }
+  return false;
+}
+
 bool World::Cast(const Eigen::Vector3d& origin, const Eigen::Vector3d& dir, double max_range_m,
                  const std::vector<Primitive>& dynamic, std::vector<uint32_t>* visited,
                  uint32_t stamp, Hit* hit) const {
@@ -498,21 +790,8 @@ bool World::Cast(const Eigen::Vector3d& origin, const Eigen::Vector3d& dir, doub
     hit->label = p.label;
     hit->object_id = p.object_id;
   };
-  if (dir.z() < -1e-9) {  // the ground plane z = 0
-    const double tg = -origin.z() / dir.z();
-    if (tg < best) {
-      best = tg;
-      found = true;
-      const Eigen::Vector3d q = origin + tg * dir;
-      hit->normal = Eigen::Vector3d::UnitZ();
-      hit->material = route_.DistanceTo(q.head<2>()) < kRoadHalfWidth ? Material::kAsphalt
-                                                                      : Material::kConcrete;
-      hit->label = kStatic;
-      hit->object_id = 0;
-    }
-  } else if (dir.z() > 1e-9) {
-    best = std::min(best, (kMaxHeight - origin.z()) / dir.z());
-  }
+  if (dir.z() > 1e-9) best = std::min(best, (kMaxHeight - origin.z()) / dir.z());
+  bool ground = false;
   double t;
   Eigen::Vector3d n;
   for (const Primitive& p : dynamic) {
@@ -536,7 +815,17 @@ bool World::Cast(const Eigen::Vector3d& origin, const Eigen::Vector3d& dir, doub
         const uint32_t i = cell_items_[k];
         if ((*visited)[i] == stamp) continue;
         (*visited)[i] = stamp;
-        if (statics_[i].Intersect(origin, dir, 0.0, best, &t, &n)) take(statics_[i], t, n);
+        if (statics_[i].Intersect(origin, dir, 0.0, best, &t, &n)) {
+          take(statics_[i], t, n);
+          ground = false;
+        }
+      }
+      // The ground where the ray crosses this cell, before anything already hit.
+      const double t_end = std::min({tx, ty, best});
+      if (t_end > t_cell &&
+          GroundSpan(origin, dir, t_cell, t_end, ground_lo_[c], ground_hi_[c], &t)) {
+        best = t;
+        found = ground = true;
       }
     } else if ((cx < 0 && sx < 0) || (cy < 0 && sy < 0) || (cx >= nx_ && sx > 0) ||
                (cy >= ny_ && sy > 0)) {
@@ -551,6 +840,13 @@ bool World::Cast(const Eigen::Vector3d& origin, const Eigen::Vector3d& dir, doub
       ty += inv_y;
       cy += sy;
     }
+  }
+  if (ground) {  // material and normal only for the hit kept
+    const Eigen::Vector3d q = origin + best * dir;
+    hit->normal = GroundNormal(q.x(), q.y());
+    hit->material = GroundMaterial(q.x(), q.y());
+    hit->label = kStatic;
+    hit->object_id = 0;
   }
   if (found) hit->range_m = best;
   return found && best < max_range_m;

@@ -21,6 +21,7 @@ int RunReplay(int argc, char** argv);
 int RunRecord(int argc, char** argv);
 int RunRender(int argc, char** argv);
 int RunImport(int argc, char** argv);
+int RunStats(int argc, char** argv);
 // dejaview export --format mcap (cmd_export_mcap.cpp), given export's parsed arguments.
 int RunExportMcap(const Args& args);
 

@@ -38,6 +38,8 @@ constexpr Command kCommands[] = {
     {"record", "subscribe to frames and poses and write a drive", dv::cli::RunRecord},
     {"render", "draw frames side by side (top-down, sensor view) into a PNG", dv::cli::RunRender},
     {"import", "a recording (MCAP, ROS 2 .db3) into a drive folder", dv::cli::RunImport},
+    {"stats", "statistics of a drive's frames, to compare simulated with real ones",
+     dv::cli::RunStats},
 };
 
 void PrintHelp() {

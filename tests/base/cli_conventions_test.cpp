@@ -19,7 +19,7 @@ TEST(CliConventions, VersionAndDashH) {
   // Every subcommand answers -h with its usage, and exit 0.
   for (const char* command : {"info", "map", "map build", "map info", "map publish", "encode",
                               "decode", "inspect", "compare", "bench", "query", "export", "convert",
-                              "keygen", "simulate", "replay", "record", "render"}) {
+                              "keygen", "simulate", "replay", "record", "render", "stats"}) {
     EXPECT_EQ(test::RunCli(std::string(command) + " -h", &out), 0) << command << ": " << out;
     const std::string name = std::string(command).substr(0, std::string(command).find(' '));
     EXPECT_EQ(out.rfind("usage: dejaview " + name, 0), 0u) << command << ": " << out;

@@ -23,6 +23,11 @@ struct LidarModel {
   double dropout = 0.02;          // base probability; grows with range and grazing incidence
   double divergence_mrad = 3.0;   // 0 disables the beam-direction jitter
   double intensity_noise = 0.02;  // Gaussian sigma on the 0..1 reflectance
+  // Each beam's true elevation differs from the table by a fixed calibration error (Gaussian,
+  // clipped at 2 sigma, the same on every day and seed): the sensor reports points along the
+  // table's direction, so each ring sits a few cm off the ground its neighbours see, as KITTI's
+  // rings do 4-12 m away.
+  double beam_elevation_error_deg = 0.06;
 };
 
 // "hdl64": HDL-64E-like (64 beams, +2 to -24.9 deg, 0.1728 deg azimuth, 120 m);

@@ -1,4 +1,5 @@
-// A procedural street world along a route, as analytic primitives in a 2D grid for ray casting.
+// A procedural street world along a route: a ground height field and analytic primitives, in a
+// 2D grid for ray casting.
 //
 // The route (a polyline of straight segments) is fixed by the world seed; each day places the
 // variable objects (parked cars, construction, vegetation size, permanent changes, traffic)
@@ -6,6 +7,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -80,10 +82,14 @@ class Route {
   Eigen::Vector2d PointAt(double s) const;
   double HeadingAt(double s) const;  // smoothed over a few metres so that corners are driveable
   double DistanceTo(const Eigen::Vector2d& q) const;
+  size_t segments() const { return pts_.size() - 1; }
+  // Distance from q to segment i, and the arc length of the nearest point on it.
+  double SegmentDistance(size_t i, const Eigen::Vector2d& q, double* s) const;
 
  private:
   std::vector<Eigen::Vector2d> pts_;
-  std::vector<double> cum_;  // arc length at each vertex
+  std::vector<Eigen::Vector2d> dir_;  // unit direction of each segment
+  std::vector<double> cum_;           // arc length at each vertex
 };
 
 class World {
@@ -101,8 +107,21 @@ class World {
   size_t static_size() const { return statics_.size(); }
   const std::vector<Primitive>& statics() const { return statics_; }
 
+  // The ground is the surface z = GroundHeight(x, y), the same on every day of a seed: a road
+  // with a camber, 15 cm curbs, sidewalks sloping up from them, a verge beyond, long-wavelength
+  // undulation, small-scale roughness, raised patches and potholes (docs/simulator.md).
+  double GroundHeight(double x, double y) const;
+  // The ground without roughness, patches and potholes: where objects and wheels stand.
+  double BaseHeight(double x, double y) const;
+  Eigen::Vector3d GroundNormal(double x, double y) const;
+  Material GroundMaterial(double x, double y) const;
+
   static constexpr double kRoadHalfWidth = 8.5;  // two lanes each way and a parking strip
   static constexpr double kSidewalkWidth = 4.0;
+  static constexpr double kCamber = 0.02;  // road crown to gutter slope
+  static constexpr double kCurbHeight = 0.15;
+  static constexpr double kCurbFace = 0.03;  // the curb face as a steep ramp this wide
+  static constexpr double kSidewalkSlope = 0.015;
 
  private:
   struct Mover {
@@ -110,17 +129,49 @@ class World {
     int kind;                   // 0 vehicle, 1 cyclist, 2 pedestrian
     uint16_t id;
   };
+  struct Wave {  // one plane wave of the undulation: amp * sin(kx x + ky y + phase)
+    double kx, ky, amp, phase;
+  };
+  struct Disc {  // a raised patch (dz > 0, flat top) or a pothole (dz < 0, a smooth bowl)
+    double x, y, r, dz;
+  };
+  // The road surface under an object standing on it; objects are sunk into it a little so that
+  // no gap opens under them where the ground falls away.
   void AddStatic(Primitive p);
+  void BuildGroundGrid();
   void BuildGrid();
+  int CellOf(double x, double y) const;  // -1 outside the grid
+  // Lateral distance from the route axis and arc length of the nearest axis point.
+  double Lateral(double x, double y, int cell, double* s) const;
+  double Profile(double lateral) const;  // the cross-section: camber, curb, sidewalk, verge
+  double Undulation(double x, double y) const;
+  double Roughness(double x, double y, double lateral) const;
+  double Discs(double x, double y, int cell) const;
+  double Height(double x, double y, int cell, bool detail) const;
+  // The first crossing of the ray with the ground for t in [t0, t1], given that the ground lies
+  // within [lo, hi] there.
+  bool GroundSpan(const Eigen::Vector3d& origin, const Eigen::Vector3d& dir, double t0, double t1,
+                  double lo, double hi, double* t) const;
 
+  uint64_t noise_seed_;  // the roughness lattices', mixed once from the seed
   Route route_;
   std::vector<Primitive> statics_;
   std::vector<Mover> movers_;
+  std::vector<Wave> waves_;
+  double wave_slope_ = 0;      // bound on the undulation's gradient
+  double wave_curvature_ = 0;  // bound on its second derivative
+  double rough_amp_ = 0;       // bound on the roughness
+  std::vector<Disc> discs_;
   double cell_m_ = 4.0;
   Eigen::Vector2d grid_min_;
   int nx_ = 0, ny_ = 0;
   std::vector<uint32_t> cell_start_;  // CSR: primitives of cell c are cell_items_[start[c]..]
   std::vector<uint32_t> cell_items_;
+  // Per cell: the route segments that can be nearest to a point in it (up to 4, -1 unused), the
+  // discs that reach into it (CSR) and bounds on the ground height in it.
+  std::vector<std::array<int16_t, 4>> cell_segments_;
+  std::vector<uint32_t> disc_start_, disc_items_;
+  std::vector<float> ground_lo_, ground_hi_;
 };
 
 }  // namespace dv::sim
