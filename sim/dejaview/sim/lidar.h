@@ -30,7 +30,7 @@ struct LidarModel {
   double beam_elevation_error_deg = 0.06;
 };
 
-// "hdl64": HDL-64E-like (64 beams, +2 to -24.9 deg, 0.1728 deg azimuth, 120 m);
+// "hdl64": HDL-64E-like (64 beams, +2 to -24.9 deg, 0.1728 deg azimuth, 80 m as KITTI);
 // "os128": OS1-128-like (128 beams, +-22.5 deg, 1024 azimuth steps, 120 m).
 StatusOr<LidarModel> LidarPreset(const std::string& name);
 // Keeps every k-th beam to reach `beams`, and sets the azimuth steps (0 keeps either): small
