@@ -129,6 +129,10 @@ class FrameDataset(torch.utils.data.IterableDataset):
     def epoch(self):
         return int(self._epoch)
 
+    @epoch.setter
+    def epoch(self, epoch):
+        self.set_epoch(epoch)
+
     def set_epoch(self, epoch):
         self._epoch.fill_(epoch)
 
