@@ -79,29 +79,65 @@ Status MakeDirs(const std::string& dir) {
 }
 
 Status WriteFileAtomic(const std::string& path, const void* data, size_t size, unsigned mode) {
+  DV_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path, mode));
+  DV_RETURN_IF_ERROR(file->Append(data, size));
+  return file->Commit();
+}
+
+StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& path,
+                                                                     unsigned mode) {
   const std::string tmp = path + ".tmp";
   // A stale tmp left by a crash would keep its old mode through O_CREAT: create it afresh.
   ::unlink(tmp.c_str());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode));
   if (fd < 0) return Errno(tmp, "open");
+  return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(path, fd));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink((path_ + ".tmp").c_str());
+}
+
+Status AtomicFileWriter::Append(const void* data, size_t size) {
+  if (fd_ < 0) return Status::InvalidArgument(path_ + ": already committed");
   const auto* p = static_cast<const uint8_t*>(data);
   size_t done = 0;
   while (done < size) {
-    const ssize_t w = ::write(fd, p + done, size - done);
+    const ssize_t w = ::write(fd_, p + done, size - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      ::close(fd);
-      return Errno(tmp, "write");
-    }
+    if (w < 0) return Errno(path_ + ".tmp", "write");
     done += size_t(w);
   }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    return Errno(tmp, "fsync");
+  return Status::Ok();
+}
+
+Status AtomicFileWriter::WriteAt(uint64_t offset, const void* data, size_t size) {
+  if (fd_ < 0) return Status::InvalidArgument(path_ + ": already committed");
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t w = ::pwrite(fd_, p + done, size - done, off_t(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return Errno(path_ + ".tmp", "write");
+    done += size_t(w);
   }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno(path, "rename");
-  return FsyncDir(std::filesystem::path(path).parent_path().string());
+  return Status::Ok();
+}
+
+Status AtomicFileWriter::Commit() {
+  if (fd_ < 0) return Status::InvalidArgument(path_ + ": already committed");
+  const std::string tmp = path_ + ".tmp";
+  if (::fsync(fd_) != 0) return Errno(tmp, "fsync");
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    const Status st = Errno(path_, "rename");
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  return FsyncDir(std::filesystem::path(path_).parent_path().string());
 }
 
 Status WriteU64File(const std::string& path, const char (&magic)[8], uint64_t value) {

@@ -2,8 +2,8 @@
 # README command (2): install packages, build (Release, warnings as errors, the CUDA backend where
 # nvcc is), run every test, the arm64 cross build's qemu smoke, the packages installed into a
 # fresh root and run from there, then the same tests under address+undefined sanitizers (clang),
-# bounded libFuzzer runs of every parser, the agent pipeline under the thread sanitizer, then the
-# clang-format check.
+# bounded libFuzzer runs of every parser, the agent pipeline and the export under the thread
+# sanitizer, then the clang-format check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -55,17 +55,19 @@ stage "Fuzz (libFuzzer, ${FUZZ_SECONDS:-15} s per target)"
 bash scripts/fuzz.sh build-san "${FUZZ_SECONDS:-15}"
 
 # The agent's threads (subscriber, encoders, spool writer, uploader), in-process and as the
-# real agent and server processes of the fault tests.
-stage "Tests (thread sanitizer: the agent pipeline)"
+# real agent and server processes of the fault tests; the export's threads (readers, decoders, the
+# writer in order).
+stage "Tests (thread sanitizer: the agent pipeline, the export)"
 # -O1 and minimal debug info (enough for TSan's stacks): the pipeline's tests take seconds either
 # way, and its libraries build in two thirds of the time -O2 -g takes.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DDEJAVIEW_TSAN=ON \
   -DDEJAVIEW_WERROR=ON >/dev/null
-cmake --build build-tsan -j "$JOBS" --target agent_test agent_server_faults_test
+cmake --build build-tsan -j "$JOBS" --target agent_test agent_server_faults_test export_test
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 build-tsan/tests/agent/agent_test --gtest_brief=1
 build-tsan/tests/agent/agent_server_faults_test --gtest_brief=1
+build-tsan/tests/server/export_test --gtest_brief=1
 unset TSAN_OPTIONS
 
 stage "clang-format"

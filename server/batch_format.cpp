@@ -2,6 +2,7 @@
 
 #include "dejaview/base/bytes.h"
 #include "dejaview/base/crc32c.h"
+#include "dejaview/base/kitti.h"
 
 namespace dv::server {
 namespace {
@@ -13,8 +14,14 @@ size_t PaddingAt(size_t file_offset) {
   return (kBatchPointAlignment - file_offset % kBatchPointAlignment) % kBatchPointAlignment;
 }
 
-// body_offset: where the frame's first byte lands in the file (the padding depends on it).
-void EncodeFrame(const BatchFrame& f, size_t body_offset, ByteWriter* w) {
+// The file offsets where a batch's first frame's bytes start and where a later one's may start
+// (its predecessor's points end on a multiple of kBatchPointAlignment, then length and CRC).
+constexpr size_t kFirstFrameOffset = 12 + 8;
+constexpr size_t kLaterFrameOffset = kBatchPointAlignment + 8;
+
+// The frame's bytes before its points, padding included, for a frame starting at body_offset.
+void EncodeFrameHead(const BatchFrameHeader& f, uint32_t points, size_t body_offset,
+                     ByteWriter* w) {
   w->Str(f.vehicle);
   w->Str(f.drive);
   w->U32(f.sensor_id);
@@ -25,12 +32,8 @@ void EncodeFrame(const BatchFrame& f, size_t body_offset, ByteWriter* w) {
   for (int r = 0; r < 3; ++r) {
     for (int c = 0; c < 4; ++c) w->F64(m(r, c));
   }
-  w->U32(uint32_t(f.cloud.size()));
+  w->U32(points);
   for (size_t pad = PaddingAt(body_offset + w->size()); pad > 0; --pad) w->U8(0);
-  for (size_t i = 0; i < f.cloud.size(); ++i) {
-    for (int a = 0; a < 3; ++a) w->F32(f.cloud.xyz[i][a]);
-    w->F32(f.cloud.intensity[i]);
-  }
 }
 
 // r reads one frame's body inside file (the padding depends on where it lies in the file).
@@ -79,19 +82,37 @@ BatchFrame CopyFrame(const BatchFrameView& view, const uint8_t* file) {
 
 }  // namespace
 
-std::vector<uint8_t> EncodeBatch(const std::vector<BatchFrame>& frames) {
+EncodedBatchFrame EncodeBatchFrame(const BatchFrameHeader& header, const std::vector<uint8_t>& rows,
+                                   bool first) {
+  ByteWriter body;
+  EncodeFrameHead(header, uint32_t(rows.size() / 16), first ? kFirstFrameOffset : kLaterFrameOffset,
+                  &body);
+  const uint32_t crc =
+      crc32c::Extend(crc32c::Value(body.buffer().data(), body.size()), rows.data(), rows.size());
+  ByteWriter w;
+  w.U32(uint32_t(body.size() + rows.size()));
+  w.U32(crc32c::Mask(crc));
+  w.Bytes(body.buffer().data(), body.size());
+  return EncodedBatchFrame{w.Take(), first};
+}
+
+std::vector<uint8_t> EncodeBatchHeader(uint32_t frames) {
   ByteWriter w;
   w.U32(kBatchMagic);
   w.U32(kBatchVersion);
-  w.U32(uint32_t(frames.size()));
-  for (const BatchFrame& f : frames) {
-    ByteWriter body;
-    EncodeFrame(f, w.size() + 8, &body);
-    w.U32(uint32_t(body.size()));
-    w.U32(crc32c::Mask(crc32c::Value(body.buffer().data(), body.size())));
-    w.Bytes(body.buffer().data(), body.size());
-  }
+  w.U32(frames);
   return w.Take();
+}
+
+std::vector<uint8_t> EncodeBatch(const std::vector<BatchFrame>& frames) {
+  std::vector<uint8_t> out = EncodeBatchHeader(uint32_t(frames.size()));
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const std::vector<uint8_t> rows = EncodeKittiBin(frames[i].cloud);
+    const EncodedBatchFrame f = EncodeBatchFrame(frames[i], rows, i == 0);
+    out.insert(out.end(), f.head.begin(), f.head.end());
+    out.insert(out.end(), rows.begin(), rows.end());
+  }
+  return out;
 }
 
 StatusOr<std::vector<BatchFrameView>> ParseBatch(const uint8_t* data, size_t size) {

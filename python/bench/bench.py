@@ -36,15 +36,27 @@ def cpu_seconds():
                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
+def busy_seconds():
+    """CPU seconds every process on the machine has run (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def interleaved(repeats, **sides):
-    """{name: (median value, median cores used)} running each side once per round, in turn;
-    cores used = CPU seconds / wall seconds of the run: what a side got of the shared machine."""
+    """{name: (median value, median cores used, median CPU seconds, median cores others used)}
+    running each side once per round, in turn. Cores used = CPU seconds of the run / its wall
+    seconds: what a side got of the machine; cores others used = what the rest of the machine ran
+    meanwhile (0 on a quiet machine)."""
     out = {name: [] for name in sides}
     for _ in range(repeats):
         for name, fn in sides.items():
-            cpu, wall = cpu_seconds(), time.perf_counter()
+            cpu, busy, wall = cpu_seconds(), busy_seconds(), time.perf_counter()
             value = fn()
-            out[name].append((value, (cpu_seconds() - cpu) / (time.perf_counter() - wall)))
+            wall = time.perf_counter() - wall
+            cpu = cpu_seconds() - cpu
+            others = max(0.0, busy_seconds() - busy - cpu) / wall
+            out[name].append((value, cpu / wall, cpu, others))
     return {name: tuple(statistics.median(c) for c in zip(*v)) for name, v in out.items()}
 
 
@@ -83,15 +95,19 @@ def python_decode_s(work, out):
     def run():
         frames = dejaview.DeltaFolder(f"{work}/deltas", map=f"{work}/map")
         for path, frame in zip(frames.paths, frames):
-            xyzi = np.column_stack([frame.points, frame.intensity])
-            write_atomic(os.path.join(out, os.path.basename(path)[:-4] + ".bin"), xyzi.tobytes())
+            # One interleaving copy into the file's rows, as the CLI's EncodeKittiBin makes, and
+            # the array written through the buffer protocol (tobytes would copy it again).
+            xyzi = np.empty((len(frame), 4), dtype=np.float32)
+            xyzi[:, :3] = frame.points
+            xyzi[:, 3] = frame.intensity
+            write_atomic(os.path.join(out, os.path.basename(path)[:-4] + ".bin"), xyzi)
     return timed(run)[0]
 
 
-def loader_rate(work, workers, epochs=2):
+def loader_rate(work, workers, persistent, epochs=2):
     ds = FrameDataset(f"{work}/store", maps=f"{work}/maps", seed=1)
     loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=workers,
-                                         collate_fn=collate_frames)
+                                         persistent_workers=persistent, collate_fn=collate_frames)
 
     def run():
         n = 0
@@ -145,27 +161,40 @@ def main():
     shm = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     rows = []
 
+    def note(side, frames, extra=""):
+        return (f"{extra}{side[1]:.2f} cores used, {1e3 * side[2] / frames:.1f} CPU ms/frame; "
+                f"others {side[3]:.2f} cores")
+
     e = interleaved(a.repeats, t1=lambda: export_rate(a.cli, a.work, 1),
                     t2=lambda: export_rate(a.cli, a.work, 2))
     rows.append(("`dejaview export --threads 1`, packed", f"{e['t1'][0]:.1f} frames/s",
-                 f"{e['t1'][1]:.2f} cores used"))
+                 note(e["t1"], frames)))
     rows.append(("`dejaview export --threads 2`, packed", f"{e['t2'][0]:.1f} frames/s",
-                 f"{e['t2'][0] / e['t1'][0]:.2f}x one thread; {e['t2'][1]:.2f} cores used"))
+                 note(e["t2"], frames, f"**{e['t2'][0] / e['t1'][0]:.2f}x** one thread; ")))
 
     d = interleaved(a.repeats, cli=lambda: cli_decode_s(a.cli, a.work, f"{shm}/cli"),
                     py=lambda: python_decode_s(a.work, f"{shm}/py"))
     rows.append(("C++ CLI `dejaview decode` (tmpfs out)",
-                 f"{1e3 * d['cli'][0] / frames:.1f} ms/frame", f"{d['cli'][1]:.2f} cores used"))
+                 f"{1e3 * d['cli'][0] / frames:.1f} ms/frame", note(d["cli"], frames)))
     rows.append(("Python `DeltaFolder` decode + the same writes",
                  f"{1e3 * d['py'][0] / frames:.1f} ms/frame",
-                 f"{d['py'][0] / d['cli'][0]:.3f}x the CLI's time; {d['py'][1]:.2f} cores used"))
+                 note(d["py"], frames, f"**{d['py'][0] / d['cli'][0]:.3f}x** the CLI's time; ")))
 
-    w = interleaved(a.repeats, w1=lambda: loader_rate(a.work, 1),
-                    w2=lambda: loader_rate(a.work, 2))
-    rows.append(("DataLoader, 1 worker (FrameDataset)", f"{w['w1'][0]:.1f} frames/s",
-                 f"{w['w1'][1]:.2f} cores used"))
-    rows.append(("DataLoader, 2 workers", f"{w['w2'][0]:.1f} frames/s",
-                 f"{w['w2'][0] / w['w1'][0]:.2f}x one worker; {w['w2'][1]:.2f} cores used"))
+    # Two epochs of every frame; persistent workers keep their store and maps across epochs
+    # (set_epoch reaches them), workers created per epoch open them again each epoch.
+    epoch_frames = 2 * frames
+    w = interleaved(a.repeats, w1=lambda: loader_rate(a.work, 1, True),
+                    w2=lambda: loader_rate(a.work, 2, True),
+                    n1=lambda: loader_rate(a.work, 1, False),
+                    n2=lambda: loader_rate(a.work, 2, False))
+    rows.append(("DataLoader, 1 persistent worker (FrameDataset)", f"{w['w1'][0]:.1f} frames/s",
+                 note(w["w1"], epoch_frames)))
+    rows.append(("DataLoader, 2 persistent workers", f"{w['w2'][0]:.1f} frames/s",
+                 note(w["w2"], epoch_frames, f"**{w['w2'][0] / w['w1'][0]:.2f}x** one worker; ")))
+    rows.append(("DataLoader, 1 worker created per epoch", f"{w['n1'][0]:.1f} frames/s",
+                 note(w["n1"], epoch_frames)))
+    rows.append(("DataLoader, 2 workers created per epoch", f"{w['n2'][0]:.1f} frames/s",
+                 note(w["n2"], epoch_frames, f"**{w['n2'][0] / w['n1'][0]:.2f}x** one worker; ")))
 
     kitti = os.path.join(a.work, "export-kitti")
     shutil.rmtree(kitti, ignore_errors=True)

@@ -9,6 +9,11 @@ on its number of workers, so len() is known before they start), a new order
 each epoch (set_epoch), the same order for the same (seed, epoch) on any machine. Each worker
 opens the store itself (after the fork) and decodes its frames there, reading them through the
 store's multi-path reader.
+
+Ranks then differ by at most one frame, and a distributed step whose ranks run different counts
+of batches waits forever; even_ranks makes them equal as torch's DistributedSampler does: "pad"
+(its drop_last=False) repeats the permutation's first frames after its end up to a multiple of R,
+"drop" (drop_last=True) leaves out its last N mod R frames.
 """
 import os
 
@@ -19,14 +24,35 @@ import torch.utils.data
 from . import Store
 
 
-def shard_positions(count, seed, epoch, rank, world_size, worker_id, num_workers):
+EVEN_RANKS = (None, "pad", "drop")
+
+
+def rank_count(count, world_size, even_ranks, rank=0):
+    """Frames rank `rank` takes in an epoch out of `count`."""
+    if even_ranks == "pad":
+        return -(-count // world_size)
+    if even_ranks == "drop":
+        return count // world_size
+    return len(range(rank, count, world_size))
+
+
+def shard_positions(count, seed, epoch, rank, world_size, worker_id, num_workers,
+                    even_ranks=None):
     """Indices into a query's frames that one worker of one rank takes in an epoch, in order."""
     if not (0 <= rank < world_size and 0 <= worker_id < num_workers):
         raise ValueError(f"rank {rank} of {world_size}, worker {worker_id} of {num_workers}")
+    if even_ranks not in EVEN_RANKS:
+        raise ValueError(f"even_ranks {even_ranks!r} is not None, 'pad' or 'drop'")
     generator = torch.Generator()
     generator.manual_seed(seed * 1_000_003 + epoch)
-    order = torch.randperm(count, generator=generator)
-    return order[rank::world_size][worker_id::num_workers].tolist()
+    order = torch.randperm(count, generator=generator).tolist()
+    total = rank_count(count, world_size, even_ranks) * world_size
+    if even_ranks == "pad" and count > 0:
+        # As many whole repeats as a tiny query needs (fewer frames than ranks), then the rest.
+        order = (order * -(-total // count))[:total]
+    elif even_ranks == "drop":
+        order = order[:total]
+    return order[rank::world_size][worker_id::num_workers]
 
 
 def frame_tensors(frame):
@@ -58,12 +84,16 @@ class FrameDataset(torch.utils.data.IterableDataset):
     subfolder of it (rank<r>-query, rank<r>-worker<w>): a store with a remote tier keeps its copy
     journal in its folder, which two processes must not open at once. rank and
     world_size default to torch.distributed's when it is initialised, else 0 and 1.
-    transform: frame -> sample (default frame_tensors). Call set_epoch(e) before each epoch
-    (workers are created per epoch unless persistent_workers, which would keep the old epoch).
+    even_ranks: None (every frame once, ranks may differ by one frame), "pad" or "drop" (every
+    rank the same count; the module's docstring). transform: frame -> sample (default
+    frame_tensors). Call set_epoch(e) before each epoch; it reaches the workers, persistent ones
+    included (persistent_workers=True), through a value in shared memory. A worker opens the store
+    once and keeps it across epochs when persistent.
     """
 
     def __init__(self, store, query=None, *, config=None, index=None, maps=None, seed=0,
-                 rank=None, world_size=None, transform=frame_tensors, tiers=(), prefetch=8):
+                 rank=None, world_size=None, even_ranks=None, transform=frame_tensors, tiers=(),
+                 prefetch=8):
         super().__init__()
         self.open_args = dict(config=config, index=index, maps=maps)
         self.store_path = store
@@ -74,8 +104,15 @@ class FrameDataset(torch.utils.data.IterableDataset):
             rank = torch.distributed.get_rank() if distributed else 0
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
-        self.rank, self.world_size = rank, world_size
-        self.seed, self.epoch = seed, 0
+        if even_ranks not in EVEN_RANKS:
+            raise ValueError(f"even_ranks {even_ranks!r} is not None, 'pad' or 'drop'")
+        self.rank, self.world_size, self.even_ranks = rank, world_size, even_ranks
+        self.seed = seed
+        # The epoch lives in shared memory: a worker that persists across epochs (forked, or
+        # spawned: torch shares the storage when it pickles the dataset for the worker) reads the
+        # value the main process set last, not the one it was created with.
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+        self._store = None  # a DataLoader worker's own, opened on its first epoch
         self.transform, self.tiers, self.prefetch = transform, list(tiers), prefetch
         # The query runs here, once; the store is closed again before any worker forks (a
         # worker opens its own).
@@ -88,23 +125,40 @@ class FrameDataset(torch.utils.data.IterableDataset):
             os.makedirs(path, exist_ok=True)
         return Store(path, **self.open_args)
 
+    @property
+    def epoch(self):
+        return int(self._epoch)
+
+    @epoch.setter
+    def epoch(self, epoch):
+        self.set_epoch(epoch)
+
     def set_epoch(self, epoch):
-        self.epoch = epoch
+        self._epoch.fill_(epoch)
 
     def __len__(self):
         """Frames this rank yields in an epoch (over all its workers)."""
-        return len(range(self.rank, len(self.records), self.world_size))
+        return rank_count(len(self.records), self.world_size, self.even_ranks, self.rank)
 
     def shard(self, worker_id=0, num_workers=1):
         """The records one worker of this rank reads this epoch, in order."""
         positions = shard_positions(len(self.records), self.seed, self.epoch, self.rank,
-                                    self.world_size, worker_id, num_workers)
+                                    self.world_size, worker_id, num_workers, self.even_ranks)
         return [self.records[i] for i in positions]
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
-        worker_id, num_workers = (info.id, info.num_workers) if info else (0, 1)
+        if info is None:
+            # In the caller's process, open for this pass only: a DataLoader may fork workers from
+            # it later, and a store's threads and index connection do not survive a fork.
+            worker_id, num_workers = 0, 1
+            store = self._open("worker0")
+        else:
+            # A worker's own (its copy of the dataset), kept for its next epochs when persistent.
+            worker_id, num_workers = info.id, info.num_workers
+            if self._store is None:
+                self._store = self._open(f"worker{worker_id}")
+            store = self._store
         records = self.shard(worker_id, num_workers)
-        store = self._open(f"worker{worker_id}")
         for frame in store.read(records, tiers=self.tiers, prefetch=self.prefetch):
             yield self.transform(frame)

@@ -66,6 +66,10 @@ pyb::array_t<T> ArrayView(std::shared_ptr<const void> owner, const T* data,
 // A 4x4 float64 copy of a pose (small; a copy keeps it independent of the frame).
 pyb::array_t<double> PoseArray(const Pose& pose);
 
+// Called by whatever will decode (a Decoder, a Store): makes the process's allocator keep a
+// frame's working memory for the next frame instead of returning it to the kernel (module.cpp).
+void KeepDecodingMemory();
+
 void RegisterFrames(pyb::module_& m);
 void RegisterStore(pyb::module_& m);
 void RegisterBatch(pyb::module_& m);

@@ -43,6 +43,7 @@ pyb::array_t<float> Intensity(const FramePtr& f) {
 class Decoder {
  public:
   Decoder(const std::string& map_dir, size_t map_budget_bytes) {
+    KeepDecodingMemory();
     if (!map_dir.empty()) map_ = ValueOrThrow(maps::OpenMap(map_dir, map_budget_bytes));
     decoder_ = std::make_unique<codec::Decoder>(map_.get());
   }

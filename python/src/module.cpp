@@ -2,7 +2,30 @@
 // python3-pybind11 over the C++ libraries; the pure-Python modules in python/dejaview/ build on it.
 #include "binding.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <mutex>
+
 namespace dv::py {
+
+void KeepDecodingMemory() {
+#if defined(__GLIBC__)
+  // A decode allocates and frees tens of megabytes of working memory a frame. By default glibc
+  // gives large free blocks back to the kernel (blocks over M_MMAP_THRESHOLD are unmapped, the
+  // heap's top is trimmed past M_TRIM_THRESHOLD), and whether it does between two frames depends
+  // on what else the process holds: in a Python loop it did, and every page of the next frame's
+  // working memory was faulted in again (the C++ CLI's own loop keeps them). Thresholds above a
+  // frame's working set keep that memory in the heap for the next frame.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the ceiling glibc's own dynamic threshold stops at
+    mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  });
+#endif
+}
+
 namespace {
 
 struct ErrorClasses {

@@ -39,6 +39,7 @@ StorePtr Open(const std::string& dir, const std::string& config, const std::stri
   if (!std::filesystem::is_directory(dir)) {
     throw StatusError(Status::NotFound(dir + ": no such store folder"));
   }
+  KeepDecodingMemory();
   auto s = std::make_shared<OpenStore>();
   s->storage = ValueOrThrow(server::OpenStorage(dir, config, index));
   s->maps = std::make_unique<server::MapVersions>(maps_root.empty() ? dir + "/maps" : maps_root);

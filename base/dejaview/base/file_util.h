@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,28 @@ inline Status WriteFileAtomic(const std::string& path, const std::string& text,
                               unsigned mode = 0644) {
   return WriteFileAtomic(path, text.data(), text.size(), mode);
 }
+// WriteFileAtomic for a file written piece by piece, for a writer that has the pieces one after
+// another (an export's frames as they are decoded) and should neither wait for the last to write
+// the first nor hold them all: they go to path.tmp as they come, Commit fsyncs it, renames it to
+// path and fsyncs the directory. Destroyed before Commit, it removes path.tmp.
+class AtomicFileWriter {
+ public:
+  static StatusOr<std::unique_ptr<AtomicFileWriter>> Create(const std::string& path,
+                                                            unsigned mode = 0644);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  Status Append(const void* data, size_t size);
+  // Overwrites bytes already appended (a header whose fields are known at the end).
+  Status WriteAt(uint64_t offset, const void* data, size_t size);
+  Status Commit();
+
+ private:
+  AtomicFileWriter(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+};
 // A file holding one number that must survive a crash intact (the spool's cursor, the agent's
 // source epoch): magic[8] | value:u64 | Mask(CRC32C(the 16 bytes before)):u32, little-endian,
 // replaced with WriteFileAtomic. ReadU64File: NotFound when missing, Corruption when the file is

@@ -44,6 +44,21 @@ struct BatchFrameView : BatchFrameHeader {
 };
 
 std::vector<uint8_t> EncodeBatch(const std::vector<BatchFrame>& frames);
+
+// One frame of a batch encoded apart from the others, so that the threads that decode an
+// export's frames also encode them and the thread writing the file in order only writes. A frame's
+// bytes depend on its place in the file only through the padding before its points, and that only
+// on whether it is its batch's first frame: every later frame starts 8 bytes past a multiple of 16
+// (the frame before ends with its aligned points). The file is the batch header (EncodeBatchHeader)
+// then, for each frame, its head and its rows.
+struct EncodedBatchFrame {
+  std::vector<uint8_t> head;  // length, masked CRC and the frame's bytes up to its points
+  bool first = false;         // encoded as its batch's first frame
+};
+// rows: the frame's points as EncodeKittiBin lays them out (16 bytes a point).
+EncodedBatchFrame EncodeBatchFrame(const BatchFrameHeader& header, const std::vector<uint8_t>& rows,
+                                   bool first);
+std::vector<uint8_t> EncodeBatchHeader(uint32_t frames);
 // Checks the whole file (every CRC included) without copying the points.
 StatusOr<std::vector<BatchFrameView>> ParseBatch(const uint8_t* data, size_t size);
 StatusOr<std::vector<BatchFrame>> DecodeBatch(const uint8_t* data, size_t size);

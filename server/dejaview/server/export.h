@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,7 +26,8 @@ struct ExportOptions {
   bool shuffle = false;
   uint64_t seed = 0;
   store::ReadOptions read;  // which tiers, how far ahead
-  // Frames decoded side by side, each thread with its own decoders (MapVersions::Another); the
+  // Threads that read, decode and encode frames side by side, the calling thread (which writes
+  // the files in order) one of them; each has its own decoders (MapVersions::Another). The
   // batches, and so every byte written, are the same for any count. In [1, kMaxExportThreads].
   int threads = 1;
 };
@@ -52,14 +52,9 @@ struct ExportStats {
 // (its output is fixed by the C++ standard; std::shuffle's use of it is not).
 std::vector<size_t> ExportOrder(size_t n, bool shuffle, uint64_t seed);
 
-// Calls sink with each batch, in export order, on the calling thread; the first error stops the
-// stream.
-using BatchSink = std::function<Status(size_t batch_index, const std::vector<BatchFrame>& batch)>;
-StatusOr<ExportStats> StreamFrames(store::Store* store, const std::vector<store::FrameRecord>& rows,
-                                   MapVersions* maps, const ExportOptions& options,
-                                   const BatchSink& sink);
-
-// StreamFrames into out_dir in options.layout.
+// The frames of rows (in ExportOrder) reconstructed into out_dir in options.layout. A frame that
+// cannot be reconstructed is skipped and reported; an object that cannot be read, or a file that
+// cannot be written, ends the export with that error.
 StatusOr<ExportStats> ExportFrames(store::Store* store, const std::vector<store::FrameRecord>& rows,
                                    MapVersions* maps, const ExportOptions& options,
                                    const std::string& out_dir);
