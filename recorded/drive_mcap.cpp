@@ -36,12 +36,12 @@ struct FirstPass {
 StatusOr<FirstPass> ReadChannelsAndPoses(const std::string& path) {
   FirstPass pass;
   const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
-    pass.types.emplace(*m.topic, *m.type);
-    if (!IsPoseType(*m.type)) return Status::Ok();
-    if (*m.encoding != "cdr")
-      return Status::InvalidArgument(What(path, m) + ": encoding '" + *m.encoding +
-                                     "', expected cdr");
-    DV_ASSIGN_OR_RETURN(auto poses, DecodePoses(*m.type, m.data.data, m.data.size, What(path, m)));
+    const std::string type = CanonicalRosType(*m.type);
+    pass.types.emplace(*m.topic, type);
+    if (!IsPoseType(type)) return Status::Ok();
+    DV_ASSIGN_OR_RETURN(const RosEncoding encoding, RosEncodingOf(*m.encoding, What(path, m)));
+    DV_ASSIGN_OR_RETURN(auto poses,
+                        DecodePoses(type, m.data.data, m.data.size, What(path, m), encoding));
     auto& all = pass.poses[*m.topic];
     all.insert(all.end(), poses.begin(), poses.end());
     return Status::Ok();
@@ -169,10 +169,23 @@ void ToSensorFrame(const Pose& T_world_sensor, transport::RawFrame* frame) {
   }
 }
 
+bool IsOusterCapture(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".pcap") == 0;
+}
+
 }  // namespace
+
+bool IsImportable(const std::string& path) { return IsRecording(path) || IsOusterCapture(path); }
 
 StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string& out_dir,
                                       const ImportOptions& options) {
+  if (IsOusterCapture(path)) {
+    if (options.ouster_metadata.empty())
+      return Status::InvalidArgument(path +
+                                     ": an Ouster capture needs its sensor's metadata "
+                                     "JSON (--metadata)");
+    return ImportOusterCapture(path, options.ouster_metadata, out_dir);
+  }
   DV_ASSIGN_OR_RETURN(FirstPass pass, ReadChannelsAndPoses(path));
   ImportStats stats;
   DV_ASSIGN_OR_RETURN(stats.cloud_topic,
@@ -188,10 +201,9 @@ StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string
   const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
     if (*m.topic != stats.cloud_topic) return Status::Ok();
     const std::string what = What(path, m);
-    if (*m.encoding != "cdr")
-      return Status::InvalidArgument(what + ": encoding '" + *m.encoding + "', expected cdr");
+    DV_ASSIGN_OR_RETURN(const RosEncoding encoding, RosEncodingOf(*m.encoding, what));
     DV_ASSIGN_OR_RETURN(transport::RawFrame frame,
-                        DecodePointCloud2(m.data.data, m.data.size, what));
+                        DecodePointCloud2(m.data.data, m.data.size, what, encoding));
     const transport::FrameHeader& h = frame.header;
     if (!track && !stats.pose_topic.empty()) {
       track.emplace(std::move(pass.poses[stats.pose_topic]), options.tf_parent,

@@ -12,6 +12,10 @@ PKGS=(
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
   python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
   zlib1g-dev liblzf-dev zstd lz4
+  libpcap-dev  # Ouster captures (recorded/pcap.cpp)
+  # The reference ROS 1 bag writer the recorded-drive tests run (tests/recorded/write_ros1_bag.py)
+  python3-rosbag python3-roslz4 python3-sensor-msgs python3-geometry-msgs python3-nav-msgs
+  python3-tf2-msgs
   prometheus  # promtool: the tests lint the agent's and server's /metrics with it
   systemd  # systemd-analyze: scripts/install-check.sh verifies the units with it
   # The arm64 cross build (scripts/arm64.sh, a CI stage): Debian's cross compiler, qemu-user and

@@ -13,7 +13,6 @@
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/recorded/drive_mcap.h"
-#include "dejaview/recorded/recording.h"
 #include "dejaview/transport/wire.h"
 #include "progress.h"
 
@@ -72,9 +71,8 @@ StatusOr<std::vector<Pose>> VerbatimPoses(const std::string& path,
   return out;
 }
 
-// A recording (.mcap, ROS 2 .db3) is replayed from a drive folder it is first imported into
-// (dejaview import),
-// removed when replay ends.
+// A recording (.mcap, ROS 2 .db3, ROS 1 .bag) or an Ouster capture is replayed from a drive folder
+// it is first imported into (dejaview import), removed when replay ends.
 class ImportedDrive {
  public:
   ~ImportedDrive() {
@@ -101,18 +99,20 @@ class ImportedDrive {
 }  // namespace
 
 int RunReplay(int argc, char** argv) {
-  auto args = Args::Parse(
-      argc, argv,
-      {"endpoint", "rate", "topic", "pose-topic", "wait-ms", "source-topic", "source-pose-topic"},
-      {"fast", "loop", "lz4", "help", "quiet", "prior"});
+  auto args = Args::Parse(argc, argv,
+                          {"endpoint", "rate", "topic", "pose-topic", "wait-ms", "source-topic",
+                           "source-pose-topic", "metadata"},
+                          {"fast", "loop", "lz4", "help", "quiet", "prior"});
   if (!args.ok()) return Fail("replay", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("endpoint")) {
     std::printf(
         "usage: dejaview replay DRIVE --endpoint tcp://HOST:PORT [--rate 1.0|--fast] [--loop]\n"
         "         [--topic lidar/top/points/] [--pose-topic pose/] [--lz4] [--wait-ms 5000]\n"
         "         [--prior]   (publish poses_prior.txt, a localiser's estimate, not poses.txt)\n"
-        "       DRIVE may be a recording, .mcap or ROS 2 .db3 (as dejaview import reads it; its\n"
-        "         topics: [--source-topic T] [--source-pose-topic T])\n"
+        "       DRIVE may be a recording, .mcap, ROS 2 .db3 or ROS 1 .bag (as dejaview import "
+        "reads it; its\n"
+        "         topics: [--source-topic T] [--source-pose-topic T]), or an Ouster capture .pcap\n"
+        "         (with --metadata SENSOR.json)\n"
         "binds a PUB socket and publishes frames (and poses) at the recorded rate\n");
     return args->Has("help") ? kOk : kUsage;
   }
@@ -128,10 +128,11 @@ int RunReplay(int argc, char** argv) {
   }
   ImportedDrive imported;
   std::string source = args->positional()[0];
-  if (recorded::IsRecording(source)) {
+  if (recorded::IsImportable(source)) {
     recorded::ImportOptions o;
     o.cloud_topic = args->Get("source-topic");
     o.pose_topic = args->Get("source-pose-topic");
+    o.ouster_metadata = args->Get("metadata");
     auto dir = imported.Import(source, o);
     if (!dir.ok()) return Fail("replay", dir.status());
     source = *dir;
