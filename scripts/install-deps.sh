@@ -25,16 +25,19 @@ PKGS=(
   libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64 liblzf-dev:arm64
 )
 # npm packages the tests run, installed into the project (.deps/): the store tests' S3-compatible
-# server (s3rver) and the reference MCAP and CDR writers (@mcap/core, @foxglove/cdr) for the
-# recorded-drive tests.
+# server (s3rver) and, for the recorded-drive tests, the reference MCAP and CDR writers
+# (@mcap/core, @foxglove/cdr) and Foxglove's schemas with the protobuf encoder they are written
+# with (@foxglove/schemas, protobufjs).
 install_npm_packages() {
   local dir; dir="$(cd "$(dirname "$0")/.." && pwd)/.deps"
   [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] &&
     [ -f "$dir/node_modules/@mcap/core/package.json" ] &&
-    [ -f "$dir/node_modules/@foxglove/cdr/package.json" ] && return 0
+    [ -f "$dir/node_modules/@foxglove/cdr/package.json" ] &&
+    [ -f "$dir/node_modules/@foxglove/schemas/package.json" ] &&
+    [ -f "$dir/node_modules/protobufjs/package.json" ] && return 0
   command -v npm >/dev/null || $SUDO apt-get install -y -q --no-install-recommends npm
   npm install --prefix "$dir" --no-audit --no-fund --silent s3rver@3.7.1 \
-    @mcap/core@2.2.2 @foxglove/cdr@3.5.0
+    @mcap/core@2.2.2 @foxglove/cdr@3.5.0 @foxglove/schemas@2.1.0 protobufjs@7.6.6
 }
 trap install_npm_packages EXIT
 missing=()
