@@ -148,7 +148,7 @@ TEST_P(FoxgloveMcap, CutMessagesAreErrorsNamingTheField) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, FoxgloveMcap, ::testing::Values("protobuf", "json"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& p) { return std::string(p.param); });
 
 TEST(Foxglove, CorruptFieldsAreClearErrors) {
   // point_stride (field 4, fixed32) given as a varint: the wire type is named.
