@@ -2,6 +2,7 @@
 
 #include <lzf.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -167,14 +168,21 @@ StatusOr<std::vector<uint8_t>> DecompressRecords(const std::vector<RecordField>&
   return records;
 }
 
-}  // namespace
+// A PCD's header, checked, and where its body starts (cursor).
+struct PcdHeader {
+  explicit PcdHeader(const uint8_t* data, size_t size) : cursor(data, size) {}
+  LineCursor cursor;
+  std::string encoding;  // ascii, binary or binary_compressed
+  std::vector<RecordField> fields;
+  RecordLayout layout;
+  uint64_t width = 0, height = 1, points = 0;
+};
 
-StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::string& name) {
-  LineCursor cursor(data, size);
+Status ParseHeader(const std::string& name, PcdHeader* h) {
   std::map<std::string, HeaderLine> lines;
   std::string_view line;
   while (true) {
-    if (!cursor.Next(&line)) {
+    if (!h->cursor.Next(&line)) {
       return Status::Corruption(name + ": header ends without a DATA line (not a PCD file?)");
     }
     const auto tokens = internal::SplitTokens(line);
@@ -186,11 +194,11 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
     for (const char* k : kKeys) known = known || key == k;
     if (!known) {
       return HeaderError(
-          name, cursor.line_no(),
+          name, h->cursor.line_no(),
           "unknown header keyword '" + internal::Printable(key) + "' (not a PCD v0.7 file?)");
     }
-    if (lines.count(key)) return HeaderError(name, cursor.line_no(), key + " appears twice");
-    lines[key] = {cursor.line_no(), {tokens.begin() + 1, tokens.end()}};
+    if (lines.count(key)) return HeaderError(name, h->cursor.line_no(), key + " appears twice");
+    lines[key] = {h->cursor.line_no(), {tokens.begin() + 1, tokens.end()}};
     if (key == "DATA") break;
   }
 
@@ -204,18 +212,20 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
     }
   }
   const HeaderLine& data_line = lines["DATA"];
-  const std::string encoding = data_line.values.size() == 1 ? std::string(data_line.values[0]) : "";
+  h->encoding = data_line.values.size() == 1 ? std::string(data_line.values[0]) : "";
+  const std::string& encoding = h->encoding;
   if (encoding != "binary" && encoding != "ascii" && encoding != "binary_compressed") {
     return HeaderError(
         name, data_line.line_no,
         "DATA '" + internal::Printable(encoding) + "' is not ascii, binary or binary_compressed");
   }
-  DV_ASSIGN_OR_RETURN(std::vector<RecordField> fields, ParseFields(name, lines));
-  const std::vector<RecordField> field_list = fields;
-  DV_ASSIGN_OR_RETURN(RecordLayout layout, RecordLayout::Make(std::move(fields), name));
+  DV_ASSIGN_OR_RETURN(h->fields, ParseFields(name, lines));
+  DV_ASSIGN_OR_RETURN(h->layout, RecordLayout::Make(h->fields, name));
 
   if (!lines.count("WIDTH")) return Status::Corruption(name + ": header has no WIDTH line");
-  uint64_t width = 0, height = 1, points = 0;
+  uint64_t& width = h->width;
+  uint64_t& height = h->height;
+  uint64_t& points = h->points;
   DV_RETURN_IF_ERROR(HeaderNumber(name, lines, "WIDTH", &width));
   if (lines.count("HEIGHT")) DV_RETURN_IF_ERROR(HeaderNumber(name, lines, "HEIGHT", &height));
   // Both below 2^32, so the product cannot overflow.
@@ -234,10 +244,21 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
                              " differs from WIDTH x HEIGHT = " + std::to_string(points));
     }
   }
+  return Status::Ok();
+}
 
+}  // namespace
+
+StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::string& name) {
+  PcdHeader h(data, size);
+  DV_RETURN_IF_ERROR(ParseHeader(name, &h));
+  const RecordLayout& layout = h.layout;
+  const uint64_t points = h.points;
+  LineCursor& cursor = h.cursor;
+  const std::string& encoding = h.encoding;
   if (encoding == "binary_compressed") {
     DV_ASSIGN_OR_RETURN(const std::vector<uint8_t> records,
-                        DecompressRecords(field_list, layout.record_bytes(), points, data, size,
+                        DecompressRecords(h.fields, layout.record_bytes(), points, data, size,
                                           cursor.offset(), name));
     LineCursor body(records.data(), records.size());
     return internal::ReadRecords(layout, points, CloudEncoding::kBinary, records.data(),
@@ -246,6 +267,129 @@ StatusOr<PointCloud> ParsePcd(const uint8_t* data, size_t size, const std::strin
   return internal::ReadRecords(
       layout, points, encoding == "binary" ? CloudEncoding::kBinary : CloudEncoding::kAscii, data,
       size, &cursor, name);
+}
+
+StatusOr<PcdTable> ParsePcdTable(const uint8_t* data, size_t size, const std::string& name) {
+  PcdHeader h(data, size);
+  DV_RETURN_IF_ERROR(ParseHeader(name, &h));
+  PcdTable t;
+  t.width = uint32_t(h.width);
+  t.height = uint32_t(h.height);
+  for (const RecordField& f : h.fields) {
+    const char type = f.type.kind == ScalarKind::kFloat  ? 'F'
+                      : f.type.kind == ScalarKind::kUint ? 'U'
+                                                         : 'I';
+    t.fields.push_back({f.name, type, f.type.size, f.count, t.record_bytes});
+    t.record_bytes += size_t(f.type.size) * f.count;
+  }
+  const uint64_t bytes = h.points * t.record_bytes;
+  const size_t body = h.cursor.offset();
+  if (h.encoding == "binary_compressed") {
+    DV_ASSIGN_OR_RETURN(
+        t.records, DecompressRecords(h.fields, t.record_bytes, h.points, data, size, body, name));
+    return t;
+  }
+  if (h.encoding == "binary") {
+    if (bytes > size - body)
+      return Status::Corruption(name + ": truncated: " + std::to_string(h.points) + " points of " +
+                                std::to_string(t.record_bytes) + " bytes need " +
+                                std::to_string(bytes) + " bytes of data, the file has " +
+                                std::to_string(size - body));
+    t.records.assign(data + body, data + body + bytes);
+    return t;
+  }
+  // ASCII: every value of every field, each at least a character and a separator, so a header
+  // claiming more points than the body can hold is refused before allocating.
+  const size_t values = h.layout.values_per_record();
+  if (h.points > 0 && h.points * values * 2 - 1 > size - body)
+    return Status::Corruption(name + ": truncated: " + std::to_string(h.points) +
+                              " ascii points cannot fit in the " + std::to_string(size - body) +
+                              " bytes after the header");
+  t.records.resize(bytes);
+  std::string_view line;
+  for (uint64_t i = 0; i < h.points; ++i) {
+    if (!h.cursor.NextNonBlank(&line))
+      return Status::Corruption(name + ": truncated: header declares " + std::to_string(h.points) +
+                                " points, the data has " + std::to_string(i));
+    const std::string where = name + ":" + std::to_string(h.cursor.line_no());
+    const auto tokens = internal::SplitTokens(line);
+    if (tokens.size() != values)
+      return Status::Corruption(where + ": point " + std::to_string(i) + " has " +
+                                std::to_string(tokens.size()) + " values, expected " +
+                                std::to_string(values));
+    uint8_t* rec = t.records.data() + i * t.record_bytes;
+    size_t token = 0;
+    for (size_t f = 0; f < t.fields.size(); ++f) {
+      for (uint32_t c = 0; c < t.fields[f].count; ++c, ++token) {
+        const Status s = internal::ParseAsciiScalar(
+            tokens[token], h.fields[f].type, rec + t.fields[f].offset + c * t.fields[f].size);
+        if (!s.ok()) return s.WithContext(where + ": field '" + t.fields[f].name + "'");
+      }
+    }
+  }
+  return t;
+}
+
+StatusOr<PcdTable> ReadPcdTable(const std::string& path) {
+  DV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+  return ParsePcdTable(bytes.data(), bytes.size(), path);
+}
+
+std::vector<uint8_t> EncodePcdTable(const PcdTable& t, CloudEncoding encoding) {
+  std::string names, sizes, types, counts;
+  for (const PcdField& f : t.fields) {
+    names += " " + f.name;
+    sizes += " " + std::to_string(f.size);
+    types += std::string(" ") + f.type;
+    counts += " " + std::to_string(f.count);
+  }
+  const std::string n = std::to_string(t.points());
+  std::string text = "# .PCD v0.7 - Point Cloud Data file format (written by dejaview)\n";
+  text += "VERSION 0.7\nFIELDS" + names + "\nSIZE" + sizes + "\nTYPE" + types + "\nCOUNT" + counts +
+          "\nWIDTH " + std::to_string(t.width) + "\nHEIGHT " + std::to_string(t.height) +
+          "\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS " + n + "\nDATA " +
+          (encoding == CloudEncoding::kBinary ? "binary" : "ascii") + "\n";
+  std::vector<uint8_t> out(text.begin(), text.end());
+  if (encoding == CloudEncoding::kBinary) {
+    out.insert(out.end(), t.records.begin(), t.records.end());
+    return out;
+  }
+  char value[40];
+  for (size_t i = 0; i < t.points(); ++i) {
+    const uint8_t* rec = t.records.data() + i * t.record_bytes;
+    std::string line;
+    for (const PcdField& f : t.fields) {
+      for (uint32_t c = 0; c < f.count; ++c) {
+        const uint8_t* p = rec + f.offset + c * f.size;
+        // float32 with %.9g and float64 with %.17g read back to the same value.
+        if (f.type == 'F' && f.size == 4) {
+          float v;
+          std::memcpy(&v, p, 4);
+          std::snprintf(value, sizeof(value), "%.9g", double(v));
+        } else if (f.type == 'F') {
+          double v;
+          std::memcpy(&v, p, 8);
+          std::snprintf(value, sizeof(value), "%.17g", v);
+        } else if (f.size == 8) {  // beyond a double's integers
+          uint64_t v;
+          std::memcpy(&v, p, 8);
+          if (f.type == 'U') {
+            std::snprintf(value, sizeof(value), "%llu", static_cast<unsigned long long>(v));
+          } else {
+            std::snprintf(value, sizeof(value), "%lld", static_cast<long long>(int64_t(v)));
+          }
+        } else {
+          const internal::ScalarType type{f.type == 'U' ? ScalarKind::kUint : ScalarKind::kInt,
+                                          f.size};
+          std::snprintf(value, sizeof(value), "%.0f", internal::ScalarToDouble(p, type));
+        }
+        line += (line.empty() ? "" : " ") + std::string(value);
+      }
+    }
+    line += "\n";
+    out.insert(out.end(), line.begin(), line.end());
+  }
+  return out;
 }
 
 StatusOr<PointCloud> ReadPcd(const std::string& path) {

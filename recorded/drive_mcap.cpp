@@ -9,6 +9,7 @@
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/recorded/foxglove.h"
 #include "dejaview/recorded/mcap_writer.h"
 #include "dejaview/recorded/recording.h"
 #include "dejaview/recorded/ros_messages.h"
@@ -36,12 +37,12 @@ struct FirstPass {
 StatusOr<FirstPass> ReadChannelsAndPoses(const std::string& path) {
   FirstPass pass;
   const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
-    pass.types.emplace(*m.topic, *m.type);
-    if (!IsPoseType(*m.type)) return Status::Ok();
-    if (*m.encoding != "cdr")
-      return Status::InvalidArgument(What(path, m) + ": encoding '" + *m.encoding +
-                                     "', expected cdr");
-    DV_ASSIGN_OR_RETURN(auto poses, DecodePoses(*m.type, m.data.data, m.data.size, What(path, m)));
+    const std::string type = CanonicalRosType(*m.type);
+    pass.types.emplace(*m.topic, type);
+    if (!IsPoseType(type)) return Status::Ok();
+    DV_ASSIGN_OR_RETURN(const RosEncoding encoding, RosEncodingOf(*m.encoding, What(path, m)));
+    DV_ASSIGN_OR_RETURN(auto poses,
+                        DecodePoses(type, m.data.data, m.data.size, What(path, m), encoding));
     auto& all = pass.poses[*m.topic];
     all.insert(all.end(), poses.begin(), poses.end());
     return Status::Ok();
@@ -77,7 +78,9 @@ StatusOr<std::string> ChooseTopic(const FirstPass& pass, const std::string& path
                                  "; channels:" + TopicsOf(pass));
 }
 
-bool IsCloud(const std::string& type) { return type == kPointCloud2Type; }
+bool IsCloud(const std::string& type) {
+  return type == kPointCloud2Type || type == kFoxglovePointCloudType;
+}
 bool IsPoseChannel(const std::string& type) {
   return type == kPoseStampedType || type == kOdometryType;
 }
@@ -144,11 +147,11 @@ void WriteFloat(double v, transport::DataType type, uint8_t* p) {
   }
 }
 
-// A world-frame cloud back into the sensor frame, on the frame's own x y z values in double
-// precision, before ToPointCloud rounds them to float32: a cloud that ExportDriveMcap moved out
-// (in double, kept as float64) returns to its float32 coordinates exactly. Frames whose x y z
-// are not float types are left to ToPointCloud to reject.
-void ToSensorFrame(const Pose& T_world_sensor, transport::RawFrame* frame) {
+// The frame's x y z moved by T, on their own values in double precision, before ToPointCloud
+// rounds them to float32: a cloud that ExportDriveMcap moved into the world frame (in double,
+// kept as float64) returns to its float32 sensor coordinates exactly under the inverse pose.
+// Frames whose x y z are not float types are left to ToPointCloud to reject.
+void TransformFrame(const Pose& T, transport::RawFrame* frame) {
   const transport::Field* axes[3] = {};
   for (const transport::Field& f : frame->header.fields) {
     const int k = f.name == "x" ? 0 : f.name == "y" ? 1 : f.name == "z" ? 2 : -1;
@@ -159,20 +162,47 @@ void ToSensorFrame(const Pose& T_world_sensor, transport::RawFrame* frame) {
         (f->type != transport::DataType::kFloat32 && f->type != transport::DataType::kFloat64))
       return;
   }
-  const Pose T_sensor_world = T_world_sensor.inverse();
   for (size_t i = 0; i < frame->header.point_count; ++i) {
     uint8_t* point = frame->points.data() + i * frame->header.point_stride;
     Eigen::Vector3d p;
     for (int k = 0; k < 3; ++k) p[k] = ReadFloat(point + axes[k]->offset, axes[k]->type);
-    p = T_sensor_world * p;
+    p = T * p;
     for (int k = 0; k < 3; ++k) WriteFloat(p[k], axes[k]->type, point + axes[k]->offset);
   }
 }
 
+// A cloud message as a wire frame in its frame_id: a PointCloud2 as it is, a
+// foxglove.PointCloud moved by its pose (its origin in frame_id).
+StatusOr<transport::RawFrame> DecodeCloud(const std::string& type, const RecordedMessage& m,
+                                          const std::string& what) {
+  if (type == kFoxglovePointCloudType) {
+    DV_ASSIGN_OR_RETURN(FoxglovePointCloud cloud,
+                        DecodeFoxglovePointCloud(m.data.data, m.data.size, *m.encoding, what));
+    if (!cloud.T_frame_cloud.matrix().isIdentity(0))
+      TransformFrame(cloud.T_frame_cloud, &cloud.frame);
+    return std::move(cloud.frame);
+  }
+  DV_ASSIGN_OR_RETURN(const RosEncoding encoding, RosEncodingOf(*m.encoding, what));
+  return DecodePointCloud2(m.data.data, m.data.size, what, encoding);
+}
+
+bool IsOusterCapture(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".pcap") == 0;
+}
+
 }  // namespace
+
+bool IsImportable(const std::string& path) { return IsRecording(path) || IsOusterCapture(path); }
 
 StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string& out_dir,
                                       const ImportOptions& options) {
+  if (IsOusterCapture(path)) {
+    if (options.ouster_metadata.empty())
+      return Status::InvalidArgument(path +
+                                     ": an Ouster capture needs its sensor's metadata "
+                                     "JSON (--metadata)");
+    return ImportOusterCapture(path, options.ouster_metadata, out_dir);
+  }
   DV_ASSIGN_OR_RETURN(FirstPass pass, ReadChannelsAndPoses(path));
   ImportStats stats;
   DV_ASSIGN_OR_RETURN(stats.cloud_topic,
@@ -181,6 +211,7 @@ StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string
                       ChooseTopic(pass, path, options.pose_topic, "--pose-topic",
                                   options.pose_topic.empty() ? IsPoseChannel : IsAnyPose, false));
   const bool is_tf = !stats.pose_topic.empty() && pass.types[stats.pose_topic] == kTfMessageType;
+  const std::string cloud_type = pass.types[stats.cloud_topic];
   std::optional<PoseTrack> track;
   DV_RETURN_IF_ERROR(MakeDirs(out_dir + "/velodyne"));
   std::vector<int64_t> stamps_ns;
@@ -188,10 +219,7 @@ StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string
   const Status read = ReadRecordedMessages(path, [&](const RecordedMessage& m) -> Status {
     if (*m.topic != stats.cloud_topic) return Status::Ok();
     const std::string what = What(path, m);
-    if (*m.encoding != "cdr")
-      return Status::InvalidArgument(what + ": encoding '" + *m.encoding + "', expected cdr");
-    DV_ASSIGN_OR_RETURN(transport::RawFrame frame,
-                        DecodePointCloud2(m.data.data, m.data.size, what));
+    DV_ASSIGN_OR_RETURN(transport::RawFrame frame, DecodeCloud(cloud_type, m, what));
     const transport::FrameHeader& h = frame.header;
     if (!track && !stats.pose_topic.empty()) {
       track.emplace(std::move(pass.poses[stats.pose_topic]), options.tf_parent,
@@ -203,7 +231,7 @@ StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string
       if (!pose)
         return Status::NotFound(what + ": a cloud in the poses' frame '" + h.frame_id +
                                 "' with no pose at its stamp");
-      ToSensorFrame(*pose, &frame);
+      TransformFrame(pose->inverse(), &frame);
     }
     auto cloud = transport::ToPointCloud(frame, nullptr);
     if (!cloud.ok()) return cloud.status().WithContext(what);

@@ -2,33 +2,20 @@
 // docs/recorded.md). Integers are little-endian; strings and byte arrays carry their length.
 #include "dejaview/recorded/mcap.h"
 
-#include <fcntl.h>
-#include <lz4frame.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
-#include <zstd.h>
 
 #include <cstring>
 #include <memory>
 
+#include "decompress.h"
 #include "dejaview/base/bytes.h"
+#include "mapped_file.h"
 #include "mcap_format.h"
 
 namespace dv::recorded {
 namespace {
 
 using namespace mcap_format;  // mcap_format.h: the names both the reader and the writer use
-
-// A chunk decompresses to at most this many bytes, and to at most what its codec can expand
-// its compressed bytes to: LZ4 emits at most 255 bytes per input byte (a match length grows by
-// 255 per extra byte), zstd at most 128 KiB per 4-byte RLE block. So an input of n bytes never
-// makes the reader allocate more than about 32768 n.
-constexpr uint64_t kMaxChunkBytes = uint64_t(1) << 30;
-constexpr uint64_t kLz4MaxRatio = 256;
-constexpr uint64_t kZstdMaxRatio = 32768;
-constexpr uint64_t kRatioSlackBytes = 4096;
 
 uint32_t Crc32(const uint8_t* data, size_t size) {
   return uint32_t(crc32_z(crc32_z(0, nullptr, 0), data, size));
@@ -323,37 +310,13 @@ class Walker {
     }
     const size_t n = size_t(c.uncompressed_size);
     owned->reset(new uint8_t[n == 0 ? 1 : n]);
-    const bool ok = lz4 ? Lz4Frame(c.records, owned->get(), n) : Zstd(c.records, owned->get(), n);
+    const bool ok = lz4 ? Lz4FrameDecompress(c.records, owned->get(), n)
+                        : ZstdDecompress(c.records, owned->get(), n);
     if (!ok)
       return Error(pos,
                    c.compression + " chunk does not decode to its " + std::to_string(n) + " bytes");
     *out = {owned->get(), n};
     return Status::Ok();
-  }
-
-  // True when the input is exactly one LZ4 frame of exactly n bytes.
-  static bool Lz4Frame(ByteView in, uint8_t* out, size_t n) {
-    LZ4F_dctx* ctx = nullptr;
-    if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION))) return false;
-    size_t src_left = in.size, dst_left = n, ret = 1;
-    const uint8_t* src = in.data;
-    uint8_t* dst = out;
-    while (ret != 0 && !LZ4F_isError(ret)) {
-      size_t dst_size = dst_left, src_size = src_left;
-      ret = LZ4F_decompress(ctx, dst, &dst_size, src, &src_size, nullptr);
-      if (LZ4F_isError(ret) || (src_size == 0 && dst_size == 0)) break;
-      src += src_size;
-      src_left -= src_size;
-      dst += dst_size;
-      dst_left -= dst_size;
-    }
-    LZ4F_freeDecompressionContext(ctx);
-    return ret == 0 && src_left == 0 && dst_left == 0;
-  }
-
-  static bool Zstd(ByteView in, uint8_t* out, size_t n) {
-    const size_t got = ZSTD_decompress(out, n, in.data, in.size);
-    return !ZSTD_isError(got) && got == n;
   }
 
   Status Footer(uint64_t pos, uint64_t length) {
@@ -378,41 +341,6 @@ class Walker {
   const std::string& name_;
   const McapVisitor& visit_;
   McapRecord last_;
-};
-
-// A read-only mapping of a whole file, unmapped on destruction.
-class MappedFile {
- public:
-  ~MappedFile() {
-    if (data_ != nullptr) munmap(data_, size_);
-  }
-  Status Open(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::IoError(path + ": " + std::strerror(errno));
-    struct stat st {};
-    Status s;
-    if (fstat(fd, &st) != 0) {
-      s = Status::IoError(path + ": " + std::strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-      s = Status::InvalidArgument(path + ": not a regular file");
-    } else if (st.st_size > 0) {
-      void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        s = Status::IoError(path + ": mmap: " + std::strerror(errno));
-      } else {
-        data_ = p;
-        size_ = size_t(st.st_size);
-      }
-    }
-    close(fd);
-    return s;
-  }
-  const uint8_t* data() const { return static_cast<const uint8_t*>(data_); }
-  size_t size() const { return size_; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <map>
 #include <memory>
 
+#include "mapped_file.h"
+
 namespace dv::recorded {
 namespace {
 
@@ -76,16 +78,23 @@ Status ReadDb3Recording(const std::string& path, const RecordedVisitor& visit) {
   return Status::Ok();
 }
 
+Status ReadRos1BagFile(const std::string& path, const RecordedVisitor& visit) {
+  MappedFile file;
+  DV_RETURN_IF_ERROR(file.Open(path));
+  return ReadRos1Bag(file.data(), file.size(), path, visit);
+}
+
 }  // namespace
 
 bool IsRecording(const std::string& path) {
-  return EndsWith(path, ".mcap") || EndsWith(path, ".db3");
+  return EndsWith(path, ".mcap") || EndsWith(path, ".db3") || EndsWith(path, ".bag");
 }
 
 Status ReadRecordedMessages(const std::string& path, const RecordedVisitor& visit) {
   if (EndsWith(path, ".db3")) return ReadDb3Recording(path, visit);
   if (EndsWith(path, ".mcap")) return ReadMcapRecording(path, visit);
-  return Status::InvalidArgument(path + ": not a recording (expected .mcap or .db3)");
+  if (EndsWith(path, ".bag")) return ReadRos1BagFile(path, visit);
+  return Status::InvalidArgument(path + ": not a recording (expected .mcap, .db3 or .bag)");
 }
 
 }  // namespace dv::recorded

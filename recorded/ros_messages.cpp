@@ -1,5 +1,6 @@
-// CDR decoders and encoders for the ROS 2 messages dejaview reads and writes, written by hand
-// (see ros_messages.h): XCDR1 as ROS 2's rmw implementations write it.
+// Decoders for the ROS messages dejaview reads, in CDR (XCDR1 as ROS 2's rmw implementations
+// write it) and in ROS 1's serialization, and CDR encoders for those it writes; written by hand
+// (see ros_messages.h).
 #include "dejaview/recorded/ros_messages.h"
 
 #include <algorithm>
@@ -15,12 +16,15 @@ constexpr size_t kEncapsulationBytes = 4;
 constexpr size_t kMaxFrameIdBytes = 256;
 const std::string kSeparator = "\n" + std::string(80, '=') + "\nMSG: ";
 
-// Reads CDR fields in order; the first failure is kept (field and offset) and every later read
-// fails, so a decoder checks once at the end.
-class CdrReader {
+// Reads message fields in order; the first failure is kept (field and offset) and every later
+// read fails, so a decoder checks once at the end. CDR: an encapsulation header, primitives
+// aligned to their size from its end, strings with their NUL counted and stored. ROS 1: no
+// header, no alignment, little-endian, strings without a NUL.
+class MessageReader {
  public:
-  CdrReader(const uint8_t* data, size_t size, const std::string& what)
-      : data_(data), size_(size), what_(what) {
+  MessageReader(const uint8_t* data, size_t size, const std::string& what, RosEncoding encoding)
+      : data_(data), size_(size), what_(what), ros1_(encoding == RosEncoding::kRos1) {
+    if (ros1_) return;
     if (size < kEncapsulationBytes || data[0] != 0 || data[1] > 1) {
       Fail("encapsulation header");
       return;
@@ -28,6 +32,7 @@ class CdrReader {
     big_endian_ = data[1] == 0;
     pos_ = kEncapsulationBytes;
   }
+  bool ros1() const { return ros1_; }
 
   template <typename T>
   bool Get(T* v, const char* field) {
@@ -42,6 +47,12 @@ class CdrReader {
   bool String(std::string* s, const char* field, size_t max_bytes) {
     uint32_t n = 0;
     if (!Get(&n, field)) return false;
+    if (ros1_) {
+      if (n > max_bytes || n > size_ - pos_) return Fail(field);
+      s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
+      pos_ += n;
+      return true;
+    }
     if (n == 0 || n - 1 > max_bytes || n > size_ - pos_ || data_[pos_ + n - 1] != 0)
       return Fail(field);
     s->assign(reinterpret_cast<const char*>(data_ + pos_), n - 1);
@@ -75,6 +86,7 @@ class CdrReader {
  private:
   bool Align(size_t n, const char* field) {
     if (!ok()) return false;
+    if (ros1_) return true;
     const size_t pad = (n - (pos_ - kEncapsulationBytes) % n) % n;
     if (pad > size_ - pos_) return Fail(field);
     pos_ += pad;
@@ -91,6 +103,7 @@ class CdrReader {
   const uint8_t* data_;
   size_t size_, pos_ = 0;
   const std::string& what_;
+  bool ros1_;
   bool big_endian_ = false;
   std::string error_;
   size_t error_offset_ = 0;
@@ -101,18 +114,22 @@ struct Header {
   std::string frame_id;
 };
 
-bool GetHeader(CdrReader& r, Header* h) {
+// std_msgs/Header: ROS 1's starts with a sequence number and stamps with an unsigned second.
+bool GetHeader(MessageReader& r, Header* h) {
+  uint32_t seq = 0, ros1_sec = 0, nanosec = 0;
   int32_t sec = 0;
-  uint32_t nanosec = 0;
-  if (!r.Get(&sec, "header.stamp.sec") || !r.Get(&nanosec, "header.stamp.nanosec") ||
+  if (r.ros1() ? !r.Get(&seq, "header.seq") || !r.Get(&ros1_sec, "header.stamp.sec")
+               : !r.Get(&sec, "header.stamp.sec"))
+    return false;
+  if (!r.Get(&nanosec, "header.stamp.nanosec") ||
       !r.String(&h->frame_id, "header.frame_id", kMaxFrameIdBytes))
     return false;
-  h->stamp_ns = int64_t(sec) * 1000000000 + int64_t(nanosec);
+  h->stamp_ns = (r.ros1() ? int64_t(ros1_sec) : int64_t(sec)) * 1000000000 + int64_t(nanosec);
   return true;
 }
 
 // geometry_msgs Point/Vector3 then Quaternion (x y z w), as a rigid transform.
-bool GetPose(CdrReader& r, Pose* T, std::string* bad) {
+bool GetPose(MessageReader& r, Pose* T, std::string* bad) {
   double v[7];
   static const char* const kNames[7] = {"position.x",    "position.y",    "position.z",
                                         "orientation.x", "orientation.y", "orientation.z",
@@ -162,8 +179,9 @@ class CdrWriter {
   ByteWriter w_;
 };
 
-StatusOr<std::vector<StampedPose>> DecodeTf(CdrReader& r) {
-  // Each TransformStamped holds at least a header (12), a child frame id (4) and 7 float64s.
+StatusOr<std::vector<StampedPose>> DecodeTf(MessageReader& r) {
+  // Each TransformStamped holds at least a header (12; ROS 1: 16), a child frame id (4) and 7
+  // float64s.
   uint32_t n = 0;
   if (!r.Count(&n, 12 + 4 + 56, "transforms")) return r.status();
   std::vector<StampedPose> out(n);
@@ -182,8 +200,8 @@ StatusOr<std::vector<StampedPose>> DecodeTf(CdrReader& r) {
 }  // namespace
 
 StatusOr<transport::RawFrame> DecodePointCloud2(const uint8_t* data, size_t size,
-                                                const std::string& what) {
-  CdrReader r(data, size, what);
+                                                const std::string& what, RosEncoding encoding) {
+  MessageReader r(data, size, what, encoding);
   Header header;
   uint32_t height = 0, width = 0, n_fields = 0, point_step = 0, row_step = 0, n_data = 0;
   uint8_t big_endian = 0, dense = 0;
@@ -238,13 +256,29 @@ StatusOr<transport::RawFrame> DecodePointCloud2(const uint8_t* data, size_t size
   return frame;
 }
 
+std::string CanonicalRosType(const std::string& type) {
+  // tf's message is tf2's under its ROS 1 name.
+  if (type == "tf/tfMessage") return kTfMessageType;
+  const size_t slash = type.find('/');
+  if (slash == std::string::npos || type.find('/', slash + 1) != std::string::npos) return type;
+  return type.substr(0, slash) + "/msg" + type.substr(slash);
+}
+
+StatusOr<RosEncoding> RosEncodingOf(const std::string& message_encoding, const std::string& what) {
+  if (message_encoding == "cdr") return RosEncoding::kCdr;
+  if (message_encoding == "ros1") return RosEncoding::kRos1;
+  return Status::InvalidArgument(what + ": encoding '" + message_encoding +
+                                 "', expected cdr or ros1");
+}
+
 bool IsPoseType(const std::string& type) {
   return type == kTfMessageType || type == kOdometryType || type == kPoseStampedType;
 }
 
 StatusOr<std::vector<StampedPose>> DecodePoses(const std::string& type, const uint8_t* data,
-                                               size_t size, const std::string& what) {
-  CdrReader r(data, size, what);
+                                               size_t size, const std::string& what,
+                                               RosEncoding encoding) {
+  MessageReader r(data, size, what, encoding);
   if (type == kTfMessageType) return DecodeTf(r);
   if (!IsPoseType(type)) return Status::InvalidArgument(what + ": " + type + " holds no pose");
   StampedPose p;

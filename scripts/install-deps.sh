@@ -12,6 +12,10 @@ PKGS=(
   libcurl4-openssl-dev libssl-dev nodejs postgresql libpq-dev python3-zmq
   python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
   zlib1g-dev liblzf-dev zstd lz4
+  libpcap-dev  # Ouster captures (recorded/pcap.cpp)
+  # The reference ROS 1 bag writer the recorded-drive tests run (tests/recorded/write_ros1_bag.py)
+  python3-rosbag python3-roslz4 python3-sensor-msgs python3-geometry-msgs python3-nav-msgs
+  python3-tf2-msgs
   prometheus  # promtool: the tests lint the agent's and server's /metrics with it
   systemd  # systemd-analyze: scripts/install-check.sh verifies the units with it
   # The arm64 cross build (scripts/arm64.sh, a CI stage): Debian's cross compiler, qemu-user and
@@ -21,16 +25,19 @@ PKGS=(
   libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64 liblzf-dev:arm64
 )
 # npm packages the tests run, installed into the project (.deps/): the store tests' S3-compatible
-# server (s3rver) and the reference MCAP and CDR writers (@mcap/core, @foxglove/cdr) for the
-# recorded-drive tests.
+# server (s3rver) and, for the recorded-drive tests, the reference MCAP and CDR writers
+# (@mcap/core, @foxglove/cdr) and Foxglove's schemas with the protobuf encoder they are written
+# with (@foxglove/schemas, protobufjs).
 install_npm_packages() {
   local dir; dir="$(cd "$(dirname "$0")/.." && pwd)/.deps"
   [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] &&
     [ -f "$dir/node_modules/@mcap/core/package.json" ] &&
-    [ -f "$dir/node_modules/@foxglove/cdr/package.json" ] && return 0
+    [ -f "$dir/node_modules/@foxglove/cdr/package.json" ] &&
+    [ -f "$dir/node_modules/@foxglove/schemas/package.json" ] &&
+    [ -f "$dir/node_modules/protobufjs/package.json" ] && return 0
   command -v npm >/dev/null || $SUDO apt-get install -y -q --no-install-recommends npm
   npm install --prefix "$dir" --no-audit --no-fund --silent s3rver@3.7.1 \
-    @mcap/core@2.2.2 @foxglove/cdr@3.5.0
+    @mcap/core@2.2.2 @foxglove/cdr@3.5.0 @foxglove/schemas@2.1.0 protobufjs@7.6.6
 }
 trap install_npm_packages EXIT
 missing=()

@@ -5,6 +5,7 @@
 #include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/file_util.h"
+#include "dejaview/base/pcd.h"
 
 namespace fs = std::filesystem;
 
@@ -15,8 +16,9 @@ constexpr const char* kUsageText =
     "usage: dejaview convert IN OUT [--ascii|--binary]\n"
     "       dejaview convert IN_DRIVE OUT_DRIVE --to bin|pcd|ply [--ascii|--binary]\n"
     "Formats by extension: .bin (KITTI), .pcd (PCD v0.7), .ply (PLY). PCD and PLY are written\n"
-    "binary unless --ascii. A drive is converted frame by frame into OUT_DRIVE/velodyne, with\n"
-    "its poses, timestamps and labels copied.\n"
+    "binary unless --ascii. PCD to PCD keeps WIDTH x HEIGHT, every field and NaN points; other\n"
+    "conversions keep x y z intensity ring time. A drive is converted frame by frame into\n"
+    "OUT_DRIVE/velodyne, with its poses, timestamps and labels copied.\n"
     "Exit codes: 0 ok, 1 I/O failure, 2 usage, 3 malformed input.\n";
 
 size_t CountNonFinite(const PointCloud& cloud) {
@@ -25,8 +27,23 @@ size_t CountNonFinite(const PointCloud& cloud) {
   return n;
 }
 
+bool IsPcd(const std::string& path) { return fs::path(path).extension() == ".pcd"; }
+
+// PCD to PCD keeps the cloud as it is: WIDTH x HEIGHT, every field, non-finite points.
+Status ConvertPcd(const std::string& in, const std::string& out, CloudEncoding encoding,
+                  bool quiet) {
+  DV_ASSIGN_OR_RETURN(const PcdTable table, ReadPcdTable(in));
+  DV_RETURN_IF_ERROR(WriteFileAtomic(out, EncodePcdTable(table, encoding)));
+  if (!quiet) {
+    std::printf("%s -> %s: %u x %u points, %zu fields kept, %ju bytes\n", in.c_str(), out.c_str(),
+                table.width, table.height, table.fields.size(), uintmax_t(fs::file_size(out)));
+  }
+  return Status::Ok();
+}
+
 Status ConvertFile(const std::string& in, const std::string& out, CloudEncoding encoding,
                    bool quiet) {
+  if (IsPcd(in) && IsPcd(out)) return ConvertPcd(in, out, encoding, quiet);
   DV_ASSIGN_OR_RETURN(PointCloud cloud, ReadPointCloudFile(in));
   DV_RETURN_IF_ERROR(WritePointCloudFile(out, cloud, encoding));
   if (!quiet) {

@@ -62,14 +62,14 @@ StatusOr<server::ExportOptions> ParseExportOptions(const Args& args) {
 int RunExport(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           FrameQueryKeys({"out", "maps", "layout", "batch", "seed", "prefetch",
-                                          "tiers", "threads", "format"}),
-                          {"help"});
+                                          "tiers", "threads", "format", "voxel"}),
+                          {"help", "merge"});
   if (!args.ok()) return Fail("export", args.status());
   const std::string format = args->Get("format", "batches");
-  if (format == "mcap") return RunExportMcap(*args);
+  if (format == "mcap" || format == "ply" || format == "pcd") return RunExportDrive(*args, format);
   if (format != "batches") {
-    return Fail("export",
-                Status::InvalidArgument("--format: '" + format + "' is not batches or mcap"));
+    return Fail("export", Status::InvalidArgument("--format: '" + format +
+                                                  "' is not batches, mcap, ply or pcd"));
   }
   if (args->Has("help") || !args->Has("out") || !args->Has("maps") ||
       !(args->Has("db") || args->Has("store"))) {
@@ -81,7 +81,8 @@ int RunExport(int argc, char** argv) {
         "  --tiers memory,disk,remote (default all)  --prefetch N objects ahead (default 8)\n"
         "  --threads N frames decoded side by side (default: all cores); the same bytes for any "
         "N\n"
-        "  --format batches|mcap (default batches; mcap: --out OUT.mcap, a DRIVE or a query)\n",
+        "  --format batches|mcap|ply|pcd (default batches; mcap: --out OUT.mcap, a DRIVE or a\n"
+        "    query; ply|pcd --merge [--voxel M]: one world-frame cloud)\n",
         kFrameQueryUsage);
     return args->Has("help") ? kOk : kUsage;
   }

@@ -12,8 +12,8 @@
 #include "dejaview/base/args.h"
 #include "dejaview/base/drive.h"
 #include "dejaview/base/kitti.h"
+#include "dejaview/base/pcd.h"
 #include "dejaview/recorded/drive_mcap.h"
-#include "dejaview/recorded/recording.h"
 #include "dejaview/transport/wire.h"
 #include "progress.h"
 
@@ -72,9 +72,42 @@ StatusOr<std::vector<Pose>> VerbatimPoses(const std::string& path,
   return out;
 }
 
-// A recording (.mcap, ROS 2 .db3) is replayed from a drive folder it is first imported into
-// (dejaview import),
-// removed when replay ends.
+// A frame's points and field table (into h): a PCD's records as they are, its table mapped onto
+// the wire's (docs/wire.md) so that every field a driver sent (reflectivity, ambient, range, ...)
+// and every point (NaN included) travels; other files as PackPointCloud packs a cloud. A PCD
+// field of 64-bit integers, which the wire has no type for, and padding ('_') stay as unnamed
+// bytes of the record.
+StatusOr<std::vector<uint8_t>> FramePoints(const std::string& path, transport::FrameHeader* h) {
+  if (std::filesystem::path(path).extension() != ".pcd") {
+    DV_ASSIGN_OR_RETURN(const PointCloud cloud, ReadPointCloudFile(path));
+    return transport::PackPointCloud(cloud, h);
+  }
+  DV_ASSIGN_OR_RETURN(PcdTable table, ReadPcdTable(path));
+  h->fields.clear();
+  for (const PcdField& f : table.fields) {
+    if (f.name == "_" || (f.size == 8 && f.type != 'F')) continue;
+    const int bits = f.size * 8;
+    transport::DataType type;
+    if (f.type == 'F') {
+      type = f.size == 4 ? transport::DataType::kFloat32 : transport::DataType::kFloat64;
+    } else if (f.type == 'U') {
+      type = bits == 8    ? transport::DataType::kUint8
+             : bits == 16 ? transport::DataType::kUint16
+                          : transport::DataType::kUint32;
+    } else {
+      type = bits == 8    ? transport::DataType::kInt8
+             : bits == 16 ? transport::DataType::kInt16
+                          : transport::DataType::kInt32;
+    }
+    h->fields.push_back({f.name, uint32_t(f.offset), type, f.count});
+  }
+  h->point_count = uint32_t(table.points());
+  h->point_stride = uint32_t(table.record_bytes);
+  return std::move(table.records);
+}
+
+// A recording (.mcap, ROS 2 .db3, ROS 1 .bag) or an Ouster capture is replayed from a drive folder
+// it is first imported into (dejaview import), removed when replay ends.
 class ImportedDrive {
  public:
   ~ImportedDrive() {
@@ -101,18 +134,20 @@ class ImportedDrive {
 }  // namespace
 
 int RunReplay(int argc, char** argv) {
-  auto args = Args::Parse(
-      argc, argv,
-      {"endpoint", "rate", "topic", "pose-topic", "wait-ms", "source-topic", "source-pose-topic"},
-      {"fast", "loop", "lz4", "help", "quiet", "prior"});
+  auto args = Args::Parse(argc, argv,
+                          {"endpoint", "rate", "topic", "pose-topic", "wait-ms", "source-topic",
+                           "source-pose-topic", "metadata"},
+                          {"fast", "loop", "lz4", "help", "quiet", "prior"});
   if (!args.ok()) return Fail("replay", args.status());
   if (args->Has("help") || args->positional().size() != 1 || !args->Has("endpoint")) {
     std::printf(
         "usage: dejaview replay DRIVE --endpoint tcp://HOST:PORT [--rate 1.0|--fast] [--loop]\n"
         "         [--topic lidar/top/points/] [--pose-topic pose/] [--lz4] [--wait-ms 5000]\n"
         "         [--prior]   (publish poses_prior.txt, a localiser's estimate, not poses.txt)\n"
-        "       DRIVE may be a recording, .mcap or ROS 2 .db3 (as dejaview import reads it; its\n"
-        "         topics: [--source-topic T] [--source-pose-topic T])\n"
+        "       DRIVE may be a recording, .mcap, ROS 2 .db3 or ROS 1 .bag (as dejaview import "
+        "reads it; its\n"
+        "         topics: [--source-topic T] [--source-pose-topic T]), or an Ouster capture .pcap\n"
+        "         (with --metadata SENSOR.json)\n"
         "binds a PUB socket and publishes frames (and poses) at the recorded rate\n");
     return args->Has("help") ? kOk : kUsage;
   }
@@ -128,10 +163,11 @@ int RunReplay(int argc, char** argv) {
   }
   ImportedDrive imported;
   std::string source = args->positional()[0];
-  if (recorded::IsRecording(source)) {
+  if (recorded::IsImportable(source)) {
     recorded::ImportOptions o;
     o.cloud_topic = args->Get("source-topic");
     o.pose_topic = args->Get("source-pose-topic");
+    o.ouster_metadata = args->Get("metadata");
     auto dir = imported.Import(source, o);
     if (!dir.ok()) return Fail("replay", dir.status());
     source = *dir;
@@ -194,8 +230,6 @@ int RunReplay(int argc, char** argv) {
         const double t0 = drive->timestamps_s.empty() ? 0.0 : drive->timestamps_s.front();
         std::this_thread::sleep_until(start + std::chrono::duration<double>((t_loop - t0) / *rate));
       }
-      auto cloud = ReadPointCloudFile(drive->frame_paths[i]);
-      if (!cloud.ok()) return Fail("replay", cloud.status());
       transport::FrameHeader h;
       h.sequence = sequence;
       h.sensor_stamp_ns = std::llround(t_loop * 1e9);
@@ -211,9 +245,10 @@ int RunReplay(int argc, char** argv) {
         pub.send(zmq::buffer(pose_topic), zmq::send_flags::sndmore);
         pub.send(zmq::buffer(pb), zmq::send_flags::none);
       }
-      const auto points = transport::PackPointCloud(*cloud, &h);
+      auto points = FramePoints(drive->frame_paths[i], &h);
+      if (!points.ok()) return Fail("replay", points.status());
       h.publish_stamp_ns = NowNs();
-      auto msg = transport::EncodeFrame(h, points.data(), points.size());
+      auto msg = transport::EncodeFrame(h, points->data(), points->size());
       if (!msg.ok()) return Fail("replay", msg.status());
       pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
       pub.send(zmq::buffer(*msg), zmq::send_flags::none);

@@ -1,6 +1,8 @@
 // Every dejaview subcommand: argv excludes the program and subcommand names.
 #pragma once
 
+#include <string>
+
 namespace dv::cli {
 
 class Args;
@@ -24,5 +26,7 @@ int RunImport(int argc, char** argv);
 int RunStats(int argc, char** argv);
 // dejaview export --format mcap (cmd_export_mcap.cpp), given export's parsed arguments.
 int RunExportMcap(const Args& args);
+// dejaview export --format mcap|ply|pcd (cmd_export_mcap.cpp), given export's parsed arguments.
+int RunExportDrive(const Args& args, const std::string& format);
 
 }  // namespace dv::cli

@@ -1,8 +1,11 @@
 // Drives through MCAP: export then import gives the same frames (bytes) and poses; CDR messages
-// decode to exactly what was encoded, and corrupt ones fail naming field and offset.
+// decode to exactly what was encoded, and corrupt ones fail naming field and offset. Drives
+// merged into one world-frame cloud (PLY, PCD), whole or voxel-thinned.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <tuple>
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
@@ -82,8 +85,8 @@ TEST(DriveMcap, CliExportThenImportGivesTheDrive) {
   ASSERT_TRUE(a.ok() && b.ok());
   ExpectSameDrive(*a, *b);
   EXPECT_EQ(test::RunCli("export --format mcap " + drive_dir, &out), 2);  // no --out
-  EXPECT_EQ(test::RunCli("export --format ply --out x " + drive_dir, &out), 2);
-  EXPECT_NE(out.find("--format: 'ply' is not batches or mcap"), std::string::npos) << out;
+  EXPECT_EQ(test::RunCli("export --format las --out x " + drive_dir, &out), 2);
+  EXPECT_NE(out.find("--format: 'las' is not batches, mcap, ply or pcd"), std::string::npos) << out;
 }
 
 // Three stored frames of one KITTI scan (intra-coded) at three poses, as the server stores them.
@@ -130,6 +133,99 @@ TEST(DriveMcap, QueryExportImportsAsTheKittiExportOfTheSameQuery) {
   ASSERT_TRUE(kitti.ok() && back.ok());
   ASSERT_EQ(back->size(), 3u);
   ExpectSameDrive(*kitti, *back);
+}
+
+// Every point of every frame, moved by its frame's pose, in frame then point order.
+std::vector<Eigen::Vector3f> WorldPoints(const Drive& drive, std::vector<float>* intensity) {
+  std::vector<Eigen::Vector3f> all;
+  for (size_t i = 0; i < drive.size(); ++i) {
+    auto cloud = ReadPointCloudFile(drive.frame_paths[i]);
+    EXPECT_TRUE(cloud.ok());
+    for (size_t k = 0; k < cloud->size(); ++k) {
+      all.push_back((drive.poses[i] * cloud->xyz[k].cast<double>()).cast<float>());
+      intensity->push_back(cloud->intensity[k]);
+    }
+  }
+  return all;
+}
+
+TEST(MergedCloud, KittiDriveMergesIntoOneWorldFrameCloud) {
+  const std::string dir = test::ScratchDir();
+  auto drive = OpenDrive(test::KittiSeq("00"));
+  ASSERT_TRUE(drive.ok());
+  std::vector<float> intensity;
+  const auto world = WorldPoints(*drive, &intensity);
+  std::string out;
+  ASSERT_EQ(
+      test::RunCli("export --format ply --merge --out " + dir + "/all.ply " + test::KittiSeq("00"),
+                   &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("(10 frames, " + std::to_string(world.size()) + " of " +
+                     std::to_string(world.size()) + " points kept, 0 non-finite dropped)"),
+            std::string::npos)
+      << out;
+  auto merged = ReadPointCloudFile(dir + "/all.ply");
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_TRUE(merged->xyz == world);
+  EXPECT_EQ(merged->intensity, intensity);
+}
+
+// Voxel-thinned: the kept points are input points, one per voxel, and every input point's voxel
+// holds a kept point.
+TEST(MergedCloud, VoxelThinningKeepsTheFirstPointOfEveryVoxel) {
+  const std::string dir = test::ScratchDir();
+  auto drive = OpenDrive(test::KittiSeq("07"));
+  ASSERT_TRUE(drive.ok());
+  const double voxel_m = 0.25;
+  MergeStats stats;
+  auto merged = MergeDrive(*drive, voxel_m, &stats);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  std::vector<float> intensity;
+  const auto world = WorldPoints(*drive, &intensity);
+  const auto voxel = [&](const Eigen::Vector3f& p) {
+    const Eigen::Vector3d c = (p.cast<double>() / voxel_m).array().floor();
+    return std::make_tuple(int64_t(c.x()), int64_t(c.y()), int64_t(c.z()));
+  };
+  std::map<std::tuple<int64_t, int64_t, int64_t>, size_t> first;  // voxel -> first input point
+  for (size_t i = 0; i < world.size(); ++i) first.emplace(voxel(world[i]), i);
+  ASSERT_EQ(merged->size(), first.size());
+  EXPECT_EQ(stats.points_in, world.size());
+  EXPECT_EQ(stats.points_out, first.size());
+  EXPECT_LT(merged->size(), world.size() / 2);
+  for (size_t k = 0; k < merged->size(); ++k) {
+    const auto it = first.find(voxel(merged->xyz[k]));
+    ASSERT_NE(it, first.end()) << k;
+    EXPECT_EQ(merged->xyz[k], world[it->second]) << k;
+    EXPECT_EQ(merged->intensity[k], intensity[it->second]) << k;
+  }
+  std::string out;
+  ASSERT_EQ(test::RunCli("export --format pcd --merge --voxel 0.25 --out " + dir + "/v.pcd " +
+                             test::KittiSeq("07"),
+                         &out),
+            0)
+      << out;
+  auto pcd = ReadPointCloudFile(dir + "/v.pcd");
+  ASSERT_TRUE(pcd.ok());
+  EXPECT_TRUE(pcd->xyz == merged->xyz);
+}
+
+TEST(MergedCloud, DriveWithoutPosesOrAMismatchedNameIsAClearError) {
+  const std::string dir = test::ScratchDir();
+  PointCloud cloud;
+  cloud.push_back({1.5f, -2.25f, 0.125f}, 0.5f);
+  ASSERT_TRUE(MakeDirs(dir + "/in/velodyne").ok());
+  ASSERT_TRUE(WriteKittiBin(dir + "/in/velodyne/000000.bin", cloud).ok());
+  std::string out;
+  EXPECT_EQ(
+      test::RunCli("export --format ply --merge --out " + dir + "/m.ply " + dir + "/in", &out), 2);
+  EXPECT_NE(out.find("a merged cloud needs frames and a pose for each (poses.txt)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(
+      test::RunCli("export --format ply --merge --out " + dir + "/m.pcd " + dir + "/in", &out), 2);
+  EXPECT_NE(out.find("--format ply writes a .ply file"), std::string::npos) << out;
+  EXPECT_EQ(test::RunCli("export --format ply --out " + dir + "/m.ply " + dir + "/in", &out), 2);
 }
 
 TEST(DriveMcap, DriveWithoutPosesStaysInTheSensorFrame) {

@@ -22,4 +22,28 @@ StatusOr<PointCloud> ReadPcd(const std::string& path);
 std::vector<uint8_t> EncodePcd(const PointCloud& cloud, CloudEncoding encoding);
 Status WritePcd(const std::string& path, const PointCloud& cloud, CloudEncoding encoding);
 
+// A PCD's points as they are, for copying one without losing anything: every field (padding
+// '_' included) with its TYPE, SIZE, COUNT and byte offset in a record, WIDTH x HEIGHT (an
+// organised cloud keeps its rows), and the records packed little-endian as DATA binary holds
+// them, whatever the file's DATA (binary_compressed's padding comes back zeroed), non-finite
+// points included. The header is checked as ParsePcd checks it.
+struct PcdField {
+  std::string name;
+  char type = 'F';  // 'I', 'U' or 'F'
+  uint8_t size = 4;
+  uint32_t count = 1;
+  size_t offset = 0;
+};
+struct PcdTable {
+  std::vector<PcdField> fields;
+  uint32_t width = 0, height = 1;
+  size_t record_bytes = 0;
+  std::vector<uint8_t> records;  // width x height records, row by row
+  size_t points() const { return size_t(width) * height; }
+};
+StatusOr<PcdTable> ParsePcdTable(const uint8_t* data, size_t size, const std::string& name);
+StatusOr<PcdTable> ReadPcdTable(const std::string& path);
+// DATA binary (the records as they are) or ascii (floats as %.9g / %.17g: read back exactly).
+std::vector<uint8_t> EncodePcdTable(const PcdTable& table, CloudEncoding encoding);
+
 }  // namespace dv
