@@ -235,6 +235,7 @@ class DeltaEncoder {
         (params.selection_radius_m > 0 ? std::min(reach_m, params.selection_radius_m) : reach_m) *
         10));
     radius_m_ = double(radius_dm_) / 10;
+    capped_ = radius_m_ < reach_m;
     // Registration matches the whole frame, and its ball holds the map the points beyond the
     // candidates' ball are tested against (MarkNearBeyond).
     registration_radius_m_ = std::max(reach_m, radius_m_) + kRegistrationSlackM;
@@ -431,7 +432,7 @@ class DeltaEncoder {
   void MarkNearBeyond(const std::vector<Eigen::Vector3f>& unexplained,
                       std::vector<uint8_t>* near_map) const {
     const KeptBall ball = ball_->kept();
-    if (ball.candidates == nullptr || ball.candidates->resolution_m != res_) return;
+    if (!capped_ || ball.candidates == nullptr || ball.candidates->resolution_m != res_) return;
     const Candidates& around = *ball.candidates;
     const int64_t inner = int64_t(cand_.reach) - gap_nb_ - 1;
     std::vector<int32_t> keys;
@@ -668,6 +669,7 @@ class DeltaEncoder {
   double radius_m_ = 0, registration_radius_m_ = 0, res_ = 0, gap_m_ = 0;
   int nb_ = 0, gap_nb_ = 0;
   bool known_near_ = false;
+  bool capped_ = false;  // the candidates' ball is selection_radius_m, short of the frame's reach
   Eigen::Matrix3d R_;
   Eigen::Vector3d t_;
   // DeriveCandidates
