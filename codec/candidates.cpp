@@ -183,8 +183,8 @@ CausalNeighbours::CausalNeighbours(const Candidates& c, size_t begin, const floa
 size_t CausalNeighbours::AtZBorder(size_t i, int lx, int ly, int lz, size_t at) {
   constexpr ptrdiff_t kRow = maps::kTileVoxels, kB = ptrdiff_t(kBorderRow);
   constexpr ptrdiff_t kCell = ptrdiff_t(kBorderCell);
-  // The cells in the tile: z - 1 and z on the top layer, z and z + 1 on the bottom one (where
-  // z + 1 of row y + 1 may be the last plane cell's successor, which is never read).
+  // The cells in the tile: z - 1 and z on the top layer, z and z + 1 on the bottom one (on the
+  // top layer, z + 1 of row y + 1 would lie past the plane's last cell: it is never read).
   const ptrdiff_t first = lz == 0 ? 0 : -1, count = 2;
   auto window = [&](const std::vector<int32_t>& cells, const std::vector<float>& ranges,
                     int32_t* to, float* to_h, ptrdiff_t dy) {
