@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "dejaview/base/file_util.h"
 #include "dejaview/base/kitti.h"
@@ -21,6 +22,7 @@ constexpr const char* kWorldFrame = "map";
 constexpr const char* kSensorFrame = "velodyne";
 constexpr const char* kPointsTopic = "/dejaview/points";
 constexpr const char* kPoseTopic = "/dejaview/pose";
+constexpr const char* kTfStaticTopic = "/tf_static";
 constexpr int64_t kDefaultPeriodNs = 100000000;  // 10 Hz when a drive has no timestamps
 
 std::string What(const std::string& path, const RecordedMessage& m) {
@@ -86,44 +88,109 @@ bool IsPoseChannel(const std::string& type) {
 }
 bool IsAnyPose(const std::string& type) { return IsPoseType(type); }
 
-// The pose samples of one sensor, by stamp; a later sample with an equal stamp is dropped.
+// Samples sorted by stamp; a later sample with an equal stamp is dropped.
+std::vector<StampedPose> ByStamp(std::vector<StampedPose> samples) {
+  std::stable_sort(samples.begin(), samples.end(), [](const StampedPose& a, const StampedPose& b) {
+    return a.stamp_ns < b.stamp_ns;
+  });
+  samples.erase(std::unique(samples.begin(), samples.end(),
+                            [](const StampedPose& a, const StampedPose& b) {
+                              return a.stamp_ns == b.stamp_ns;
+                            }),
+                samples.end());
+  return samples;
+}
+
+// The sample at stamp_ns, else the two around it interpolated; none outside the samples.
+std::optional<Pose> SampleAt(const std::vector<StampedPose>& samples, int64_t stamp_ns) {
+  const auto it = std::lower_bound(samples.begin(), samples.end(), stamp_ns,
+                                   [](const StampedPose& s, int64_t t) { return s.stamp_ns < t; });
+  if (it == samples.end()) return std::nullopt;
+  if (it->stamp_ns == stamp_ns) return it->T_parent_child;
+  if (it == samples.begin()) return std::nullopt;
+  const auto prev = it - 1;
+  const double t = double(stamp_ns - prev->stamp_ns) / double(it->stamp_ns - prev->stamp_ns);
+  return InterpolatePose(prev->T_parent_child, it->T_parent_child, t);
+}
+
+// The pose of one sensor over time: a pose channel's samples, or a chain of tf transforms
+// root -> ... -> sensor (map -> odom -> base_link -> lidar), each hop static (one transform, at
+// every stamp, as tf2 treats /tf_static) or dynamic (its own samples, interpolated on their own:
+// the hops of a real tree are published at different rates).
 class PoseTrack {
  public:
-  PoseTrack(std::vector<StampedPose> samples, const std::string& parent, const std::string& child,
-            bool is_tf) {
-    for (StampedPose& s : samples) {
-      if (is_tf && (s.child_frame != child || (!parent.empty() && s.parent_frame != parent)))
-        continue;
-      if (is_tf && parent.empty() && !samples_.empty() && s.parent_frame != parent_) continue;
-      parent_ = s.parent_frame;
-      samples_.push_back(std::move(s));
-    }
-    std::stable_sort(
-        samples_.begin(), samples_.end(),
-        [](const StampedPose& a, const StampedPose& b) { return a.stamp_ns < b.stamp_ns; });
-    samples_.erase(std::unique(samples_.begin(), samples_.end(),
-                               [](const StampedPose& a, const StampedPose& b) {
-                                 return a.stamp_ns == b.stamp_ns;
-                               }),
-                   samples_.end());
+  // A PoseStamped or Odometry channel: one hop, every sample.
+  explicit PoseTrack(std::vector<StampedPose> samples) {
+    if (!samples.empty()) parent_ = samples.back().parent_frame;
+    hops_.push_back({ByStamp(std::move(samples)), false});
   }
-  size_t size() const { return samples_.size(); }
+
+  // Transforms from TFMessage channels, dynamic and static: the chain from child up to parent
+  // (empty: up to the root, the first frame without a parent). As in tf2's tree a frame has one
+  // parent, the first seen (static transforms first), and one kind of hop; other transforms of
+  // that frame are ignored, and a static hop is the frame's last static transform (tf2 replaces
+  // one by the next). No chain (a parent that is not an ancestor, a loop): no samples.
+  PoseTrack(const std::vector<StampedPose>& dynamic, const std::vector<StampedPose>& fixed,
+            const std::string& parent, const std::string& child) {
+    std::map<std::string, Hop> hop_of;  // by child frame
+    std::map<std::string, std::string> parent_of;
+    const auto add = [&](const StampedPose& s, bool is_static) {
+      const auto [it, first] = parent_of.emplace(s.child_frame, s.parent_frame);
+      if (it->second != s.parent_frame) return;
+      Hop& hop = hop_of[s.child_frame];
+      if (first) hop.is_static = is_static;
+      if (hop.is_static != is_static) return;
+      if (is_static) hop.samples.clear();
+      hop.samples.push_back(s);
+    };
+    for (const StampedPose& s : fixed) add(s, true);
+    for (const StampedPose& s : dynamic) add(s, false);
+    std::string frame = child;
+    std::set<std::string> seen = {child};
+    std::vector<Hop> up;  // child first
+    while (frame != parent) {
+      const auto it = hop_of.find(frame);
+      if (it == hop_of.end()) break;
+      up.push_back(std::move(it->second));
+      frame = parent_of[frame];
+      if (!seen.insert(frame).second) return;
+    }
+    if (up.empty() || (!parent.empty() && frame != parent)) return;
+    parent_ = frame;
+    for (auto hop = up.rbegin(); hop != up.rend(); ++hop) {
+      if (!hop->is_static) hop->samples = ByStamp(std::move(hop->samples));
+      hops_.push_back(std::move(*hop));
+    }
+  }
+
+  // Samples over every hop (a static hop counts one).
+  size_t size() const {
+    size_t n = 0;
+    for (const Hop& hop : hops_) n += hop.samples.size();
+    return n;
+  }
+  // The root frame: the poses' parent.
   const std::string& parent() const { return parent_; }
-  // The sample at stamp_ns, else the two around it interpolated; none outside the samples.
+  // The hops' transforms at stamp_ns composed root first; none when a dynamic hop has none.
+  // One hop returns its sample untouched (no product with an identity to round or sign zeros).
   std::optional<Pose> At(int64_t stamp_ns) const {
-    const auto it =
-        std::lower_bound(samples_.begin(), samples_.end(), stamp_ns,
-                         [](const StampedPose& s, int64_t t) { return s.stamp_ns < t; });
-    if (it == samples_.end()) return std::nullopt;
-    if (it->stamp_ns == stamp_ns) return it->T_parent_child;
-    if (it == samples_.begin()) return std::nullopt;
-    const auto prev = it - 1;
-    const double t = double(stamp_ns - prev->stamp_ns) / double(it->stamp_ns - prev->stamp_ns);
-    return InterpolatePose(prev->T_parent_child, it->T_parent_child, t);
+    std::optional<Pose> T;
+    for (const Hop& hop : hops_) {
+      const std::optional<Pose> step = hop.is_static
+                                           ? std::optional<Pose>(hop.samples.back().T_parent_child)
+                                           : SampleAt(hop.samples, stamp_ns);
+      if (!step) return std::nullopt;
+      T = T ? Pose(*T * *step) : *step;
+    }
+    return T;
   }
 
  private:
-  std::vector<StampedPose> samples_;
+  struct Hop {
+    std::vector<StampedPose> samples;
+    bool is_static = false;
+  };
+  std::vector<Hop> hops_;  // root first
   std::string parent_;
 };
 
@@ -222,8 +289,18 @@ StatusOr<ImportStats> ImportRecording(const std::string& path, const std::string
     DV_ASSIGN_OR_RETURN(transport::RawFrame frame, DecodeCloud(cloud_type, m, what));
     const transport::FrameHeader& h = frame.header;
     if (!track && !stats.pose_topic.empty()) {
-      track.emplace(std::move(pass.poses[stats.pose_topic]), options.tf_parent,
-                    options.tf_child.empty() ? h.frame_id : options.tf_child, is_tf);
+      if (is_tf) {
+        // tf2 listens to /tf_static beside /tf: a chain's fixed hops (base_link -> lidar) are
+        // published there once, stamped whenever, and hold at every stamp.
+        const auto statics = pass.types.find(kTfStaticTopic);
+        const bool has_statics = statics != pass.types.end() && statics->second == kTfMessageType;
+        track.emplace(stats.pose_topic == kTfStaticTopic ? std::vector<StampedPose>()
+                                                         : pass.poses[stats.pose_topic],
+                      has_statics ? pass.poses[kTfStaticTopic] : std::vector<StampedPose>(),
+                      options.tf_parent, options.tf_child.empty() ? h.frame_id : options.tf_child);
+      } else {
+        track.emplace(std::move(pass.poses[stats.pose_topic]));
+      }
       stats.pose_samples = track->size();
     }
     const std::optional<Pose> pose = track ? track->At(h.sensor_stamp_ns) : std::nullopt;

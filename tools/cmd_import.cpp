@@ -21,7 +21,8 @@ int RunImport(int argc, char** argv) {
         "writes DRIVE/{velodyne/*.bin, timestamps.txt, poses.txt} from the "
         "sensor_msgs/PointCloud2\n"
         "topic (default: the only one) and the pose topic (PoseStamped, Odometry or TFMessage;\n"
-        "default: the only PoseStamped or Odometry topic)\n"
+        "default: the only PoseStamped or Odometry topic; a TFMessage topic's chain parent -> ...\n"
+        "-> child is composed, with /tf_static's static hops)\n"
         "       dejaview import CAPTURE.pcap --metadata SENSOR.json --out DRIVE\n"
         "writes an Ouster capture's scans (x y z reflectivity, sensor clock stamps); spec:\n"
         "docs/recorded.md\n");

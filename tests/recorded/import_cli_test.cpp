@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -69,9 +70,11 @@ class ReferenceMcap : public ::testing::Test {
               ToBytes("1700000000.000000000\n1700000000.100000000\n1700000000.200000000\n"));
   }
 
-  // The drive's poses: yaw about z and a translation per frame, within poses.txt's precision.
+  // The drive's poses: yaw about z and a translation per frame, within poses.txt's precision
+  // (%.9e: 10 significant digits, so a coordinate v comes back within 5e-10 * |v|): absolute
+  // 1e-9, or with scaled, 1e-9 * max(1, |v|) for translations of tens of metres.
   void ExpectPoses(const std::string& drive_dir, const std::vector<double>& yaw,
-                   const std::vector<Eigen::Vector3d>& t) {
+                   const std::vector<Eigen::Vector3d>& t, bool scaled = false) {
     auto drive = OpenDrive(drive_dir);
     ASSERT_TRUE(drive.ok());
     ASSERT_EQ(drive->poses.size(), yaw.size());
@@ -79,7 +82,14 @@ class ReferenceMcap : public ::testing::Test {
       Pose want = Pose::Identity();
       want.linear() = Eigen::AngleAxisd(yaw[i], Eigen::Vector3d::UnitZ()).toRotationMatrix();
       want.translation() = t[i];
-      EXPECT_LT((drive->poses[i].matrix() - want.matrix()).cwiseAbs().maxCoeff(), 1e-9) << i;
+      const Eigen::Matrix4d bound =
+          scaled ? Eigen::Matrix4d(want.matrix().cwiseAbs().cwiseMax(1.0) * 1e-9)
+                 : Eigen::Matrix4d::Constant(1e-9);
+      EXPECT_TRUE(
+          ((drive->poses[i].matrix() - want.matrix()).cwiseAbs().array() < bound.array()).all())
+          << i << "\n"
+          << drive->poses[i].matrix() << "\n"
+          << want.matrix();
     }
   }
 
@@ -138,6 +148,52 @@ TEST_F(ReferenceMcap, ImportsTfPosesOfTheCloudsFrame) {
       << out;
   ExpectFrames(dir_ + "/d");
   ExpectPoses(dir_ + "/d", kFrameYaw, kFrameT);  // map -> lidar, not map -> base_link
+}
+
+// A tf tree as robots record it (tests/recorded/write_tf_chain_mcap.js): map -> odom and
+// odom -> base_link on /tf at different stamps, base_link -> lidar once on /tf_static, stamped
+// before every frame. The clouds' pose is the chain composed, each dynamic hop interpolated on
+// its own samples; --tf-parent cuts the chain short.
+TEST_F(ReferenceMcap, ComposesATfChainWithStaticHops) {
+  const std::string mcap = dir_ + "/chain.mcap";
+  std::string out;
+  ASSERT_EQ(test::RunCommand("node " DEJAVIEW_SOURCE_DIR "/tests/recorded/write_tf_chain_mcap.js " +
+                                 mcap + " " DEJAVIEW_NODE_MODULES,
+                             &out),
+            0)
+      << out;
+  const auto yaw = [](double a) { return Eigen::AngleAxisd(a, Eigen::Vector3d::UnitZ()); };
+  const Eigen::Vector3d lidar_in_base(1.5, 0, 2);  // /tf_static, yaw 0.25
+  std::vector<double> map_yaw, odom_yaw;
+  std::vector<Eigen::Vector3d> map_t, odom_t;
+  for (int i = 0; i < 3; ++i) {
+    // odom -> base_link halfway between its samples i and i + 1: t (i + 0.5, -(i + 0.5), 0).
+    const Eigen::Vector3d base_in_odom(i + 0.5, -(i + 0.5), 0);
+    odom_yaw.push_back(0.3 + 0.25);
+    odom_t.push_back(base_in_odom + yaw(0.3) * lidar_in_base);
+    map_yaw.push_back(0.2 * i + 0.3 + 0.25);
+    map_t.push_back(Eigen::Vector3d(10 * i, 1, 0) + yaw(0.2 * i) * odom_t.back());
+  }
+  ASSERT_EQ(test::RunCli("import " + mcap + " --out " + dir_ + "/map --pose-topic /tf", &out), 0)
+      << out;
+  // 3 map -> odom, 4 odom -> base_link, 1 static base_link -> lidar.
+  EXPECT_NE(out.find("poses from /tf (8 samples, 3 frames posed)"), std::string::npos) << out;
+  ExpectPoses(dir_ + "/map", map_yaw, map_t, true);
+  ASSERT_EQ(test::RunCli("import " + mcap + " --out " + dir_ + "/odom --pose-topic /tf " +
+                             "--tf-parent odom --tf-child lidar",
+                         &out),
+            0)
+      << out;
+  ExpectPoses(dir_ + "/odom", odom_yaw, odom_t, true);
+  // A parent the chain does not reach: no poses (as a one-hop transform that is not recorded).
+  ASSERT_EQ(
+      test::RunCli("import " + mcap + " --out " + dir_ + "/none --pose-topic /tf --tf-parent imu",
+                   &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("(0 samples, 0 frames posed: no poses.txt written)"), std::string::npos)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/none/poses.txt"));
 }
 
 TEST_F(ReferenceMcap, InterpolatesPoseStampedBetweenSamples) {

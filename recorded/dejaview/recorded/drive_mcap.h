@@ -16,8 +16,10 @@ struct ImportOptions {
   // A geometry_msgs/msg/PoseStamped, nav_msgs/msg/Odometry or tf2_msgs/msg/TFMessage channel;
   // empty: the file's only PoseStamped or Odometry channel, else no poses.
   std::string pose_topic;
-  // For a TFMessage channel: the transforms parent -> child taken as the sensor's pose (one
-  // hop). Empty child: the clouds' frame_id; empty parent: the first parent seen for the child.
+  // For a TFMessage channel: the sensor's pose is the chain of transforms parent -> ... ->
+  // child, from that channel and /tf_static (static hops, holding at every stamp), each dynamic
+  // hop interpolated on its own samples and the hops composed. Empty child: the clouds'
+  // frame_id; empty parent: the root of the child's tree. A frame's parent is the first seen.
   std::string tf_parent, tf_child;
   // For an Ouster capture (.pcap): the sensor's metadata JSON (required).
   std::string ouster_metadata;
