@@ -160,7 +160,6 @@ class World {
   std::vector<Wave> waves_;
   double wave_slope_ = 0;      // bound on the undulation's gradient
   double wave_curvature_ = 0;  // bound on its second derivative
-  double rough_amp_ = 0;       // bound on the roughness
   std::vector<Disc> discs_;
   double cell_m_ = 4.0;
   Eigen::Vector2d grid_min_;
