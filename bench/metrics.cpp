@@ -3,24 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <nanoflann.hpp>
+#include "cloud_tree.h"
 
 namespace dv::bench {
 namespace {
 
-struct CloudAdaptor {
-  const std::vector<Eigen::Vector3f>& pts;
-  size_t kdtree_get_point_count() const { return pts.size(); }
-  float kdtree_get_pt(size_t i, size_t d) const { return pts[i][int(d)]; }
-  template <class BBox>
-  bool kdtree_get_bbox(BBox&) const {
-    return false;
-  }
-};
-
-using KdTree =
-    nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<float, CloudAdaptor>,
-                                        CloudAdaptor, 3>;
+using KdTree = CloudTree<3>;
 
 }  // namespace
 

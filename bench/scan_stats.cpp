@@ -3,9 +3,9 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
-#include <nanoflann.hpp>
 #include <optional>
 
+#include "cloud_tree.h"
 #include "dejaview/base/kitti.h"
 #include "dejaview/bench/metrics.h"
 
@@ -27,22 +27,13 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-struct Xy {
-  const std::vector<Eigen::Vector3f>& pts;
-  size_t kdtree_get_point_count() const { return pts.size(); }
-  float kdtree_get_pt(size_t i, size_t d) const { return pts[i][int(d)]; }
-  template <class BBox>
-  bool kdtree_get_bbox(BBox&) const {
-    return false;
-  }
-};
-using XyTree = nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<float, Xy>, Xy, 2>;
+using XyTree = CloudTree<2>;  // on x and y only
 
 // Median over query points of the RMS residual of the plane z = a + b x + c y fitted to the
 // ground points within 0.5 m horizontally.
 double GroundRoughness(const std::vector<Eigen::Vector3f>& ground) {
   if (ground.size() < 100) return 0;
-  Xy adaptor{ground};
+  CloudAdaptor adaptor{ground};
   XyTree tree(2, adaptor, nanoflann::KDTreeSingleIndexAdaptorParams(16));
   tree.buildIndex();
   std::vector<double> rms;
