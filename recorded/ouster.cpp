@@ -353,7 +353,10 @@ PointCloud OusterXyz::Points(const OusterScan& scan, int64_t* stamp_ns) const {
   }
   cloud.reserve(size_t(width_) * size_t(height_));
   for (int col = 0; col < width_; ++col) {
-    const auto t_s = float(double(int64_t(scan.timestamp_ns[size_t(col)]) - *stamp_ns) * 1e-9);
+    // The difference taken modulo 2^64 (a corrupt stamp must not overflow a signed subtraction):
+    // the same as the signed one wherever that one fits.
+    const auto t_s = float(
+        double(int64_t(uint64_t(scan.timestamp_ns[size_t(col)]) - uint64_t(*stamp_ns))) * 1e-9);
     for (int row = 0; row < height_; ++row) {
       const size_t i = size_t(row) * size_t(width_) + size_t(col);
       if (scan.range_mm[i] == 0) continue;
