@@ -56,17 +56,38 @@ def shard_positions(count, seed, epoch, rank, world_size, worker_id, num_workers
 
 
 def frame_tensors(frame):
-    """The default sample: points (N x 3) and intensity (N) as tensors sharing the decoded
-    buffers (no copy), with the pose and the frame's identity."""
+    """The default sample: points (N x 3 float32), intensity (N float32) and T_map_sensor (4 x 4
+    float64) as tensors, with the frame's identity.
+
+    In the caller's process the point tensors share the decoded buffers (no copy). In a
+    DataLoader worker all three are views of one shared-memory storage, filled once: torch sends
+    a worker's tensors to the main process through shared memory, one segment and one file
+    descriptor per storage, and its own move would copy each of the three into a segment of its
+    own (three segments, three descriptors handed over a socket, for every frame).
+    """
     record = frame.record
-    return {
-        "points": torch.from_numpy(frame.points),
-        "intensity": torch.from_numpy(frame.intensity),
-        "T_map_sensor": torch.from_numpy(frame.T_map_sensor),
+    sample = {
         "vehicle": record.vehicle if record else "",
         "sequence": frame.sequence,
         "timestamp_ns": frame.timestamp_ns,
     }
+    if torch.utils.data.get_worker_info() is None:
+        sample["points"] = torch.from_numpy(frame.points)
+        sample["intensity"] = torch.from_numpy(frame.intensity)
+        sample["T_map_sensor"] = torch.from_numpy(frame.T_map_sensor)
+        return sample
+    n = len(frame)
+    # [T_map_sensor: 16 float64 = 32 float32][points: 3n][intensity: n]; the pose first keeps its
+    # float64 view 8-byte aligned.
+    storage = torch.empty(32 + 4 * n, dtype=torch.float32).share_memory_()
+    pose = storage[:32].view(torch.float64).view(4, 4)
+    points = storage[32:32 + 3 * n].view(n, 3)
+    intensity = storage[32 + 3 * n:]
+    pose.copy_(torch.from_numpy(frame.T_map_sensor))
+    points.copy_(torch.from_numpy(frame.points))
+    intensity.copy_(torch.from_numpy(frame.intensity))
+    sample.update(points=points, intensity=intensity, T_map_sensor=pose)
+    return sample
 
 
 def collate_frames(samples):

@@ -152,6 +152,13 @@ def test_samples_are_the_stores_frames_as_tensors(tiny):
             assert s["points"].dtype == torch.float32 and s["points"].shape == (len(want), 3)
             assert np.array_equal(s["points"].numpy(), want.points)
             assert np.array_equal(s["intensity"].numpy(), want.intensity)
+            assert s["T_map_sensor"].dtype == torch.float64
+            assert np.array_equal(s["T_map_sensor"].numpy(), want.T_map_sensor)
+            # From a worker: the three tensors are views of one shared-memory segment.
+            storage = s["points"].storage()
+            assert storage.is_shared()
+            assert {t.storage().data_ptr() for t in (s["points"], s["intensity"],
+                                                     s["T_map_sensor"])} == {storage.data_ptr()}
             assert s["vehicle"] == "veh-tiny"
             count += 1
     assert count == 6
