@@ -51,8 +51,8 @@ cmake --build build-san -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-san -j "$JOBS" --output-on-failure 2>&1 | tail -n 25
 
-stage "Fuzz (libFuzzer, ${FUZZ_SECONDS:-15} s per target)"
-bash scripts/fuzz.sh build-san "${FUZZ_SECONDS:-15}"
+stage "Fuzz (libFuzzer, ${FUZZ_SECONDS:-10} s per target)"
+bash scripts/fuzz.sh build-san "${FUZZ_SECONDS:-10}"
 
 # The agent's threads (subscriber, encoders, spool writer, uploader), in-process and as the
 # real agent and server processes of the fault tests; the export's threads (readers, decoders, the
