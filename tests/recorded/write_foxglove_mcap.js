@@ -15,6 +15,7 @@ const path = require("path");
 
 const [out, expectedPath, modules, encoding] = process.argv.slice(2);
 const { McapWriter } = require(path.join(modules, "@mcap/core"));
+const { startMcap } = require("./mcap_test_writer.js");
 const protobuf = require(path.join(modules, "protobufjs"));
 require(path.join(modules, "protobufjs/ext/descriptor"));
 const {
@@ -88,19 +89,12 @@ function frame(i) {
 }
 
 async function main() {
-  const chunks = [];
-  let size = 0n;
-  const writer = new McapWriter({
-    writable: {
-      write: async (buffer) => {
-        chunks.push(Buffer.from(buffer));
-        size += BigInt(buffer.byteLength);
-      },
-      position: () => size,
-    },
-    chunkSize: 256,
-  });
-  await writer.start({ profile: "", library: "write_foxglove_mcap.js" });
+  const mcap = await startMcap(
+    McapWriter,
+    { profile: "", library: "write_foxglove_mcap.js" },
+    { chunkSize: 256 },
+  );
+  const { writer } = mcap;
   let schema, encode;
   if (encoding === "protobuf") {
     const root = protobufRoot();
@@ -153,18 +147,11 @@ async function main() {
   const expected = { frames: [] };
   for (let i = 0; i < 3; ++i) {
     const m = frame(i);
-    const logTime = BigInt(m.sec) * 1000000000n + BigInt(m.nsec);
-    await writer.addMessage({
-      channelId,
-      sequence: i,
-      logTime,
-      publishTime: logTime,
-      data: encode(m),
-    });
+    await mcap.add(channelId, BigInt(m.sec) * 1000000000n + BigInt(m.nsec), encode(m));
     expected.frames.push({ pose: m.pose ?? null, points: m.points });
   }
   await writer.end();
-  fs.writeFileSync(out, Buffer.concat(chunks));
+  fs.writeFileSync(out, mcap.bytes());
   fs.writeFileSync(expectedPath, JSON.stringify(expected));
 }
 

@@ -25,17 +25,11 @@ const [
 ] = process.argv.slice(2);
 const { McapWriter } = require(path.join(modules, "@mcap/core"));
 const { CdrWriter } = require(path.join(modules, "@foxglove/cdr"));
+const { startMcap, cdrHeader } = require("./mcap_test_writer.js");
 
 const T0_NS = 1700000000n * 1000000000n;
 const PERIOD_NS = 100000000n;
 const f32 = Math.fround;
-
-// stampNs: a BigInt (epoch nanoseconds exceed a double's integers).
-function header(w, stampNs, frameId) {
-  w.int32(Number(stampNs / 1000000000n));
-  w.uint32(Number(stampNs % 1000000000n));
-  w.string(frameId);
-}
 
 function pose(w, p) {
   for (const v of [...p.t, ...p.q]) w.float64(v);
@@ -85,7 +79,7 @@ function pointCloud2(stampNs, i, expected) {
     }
   }
   const w = new CdrWriter();
-  header(w, stampNs, "lidar");
+  cdrHeader(w, stampNs, "lidar");
   w.uint32(HEIGHT);
   w.uint32(WIDTH);
   w.sequenceLength(FIELDS.length);
@@ -105,7 +99,7 @@ function pointCloud2(stampNs, i, expected) {
 
 function odometry(stampNs, p) {
   const w = new CdrWriter();
-  header(w, stampNs, "map");
+  cdrHeader(w, stampNs, "map");
   w.string("lidar");
   pose(w, p);
   for (let k = 0; k < 36; ++k) w.float64(0);
@@ -117,10 +111,10 @@ function odometry(stampNs, p) {
 function tf(stampNs, p) {
   const w = new CdrWriter();
   w.sequenceLength(2);
-  header(w, stampNs, "map");
+  cdrHeader(w, stampNs, "map");
   w.string("base_link");
   pose(w, { t: [100, 100, 100], q: [0, 0, 0, 1] });
-  header(w, stampNs, "map");
+  cdrHeader(w, stampNs, "map");
   w.string("lidar");
   pose(w, p);
   return w.data;
@@ -128,57 +122,32 @@ function tf(stampNs, p) {
 
 function poseStamped(stampNs, p) {
   const w = new CdrWriter();
-  header(w, stampNs, "map");
+  cdrHeader(w, stampNs, "map");
   pose(w, p);
   return w.data;
 }
 
 async function main() {
-  const chunks = [];
-  let size = 0n;
-  const writer = new McapWriter({
-    writable: {
-      write: async (buffer) => {
-        chunks.push(Buffer.from(buffer));
-        size += BigInt(buffer.byteLength);
-      },
-      position: () => size,
+  const mcap = await startMcap(
+    McapWriter,
+    { profile: "ros2", library: "write_pointcloud2_mcap.js" },
+    {
+      chunkSize: 512,
+      compressChunk: compression
+        ? (chunkData) => ({
+            compression,
+            compressedData: execFileSync(compression, ["-c", "-q"], { input: chunkData }),
+          })
+        : undefined,
     },
-    chunkSize: 512,
-    compressChunk: compression
-      ? (chunkData) => ({
-          compression,
-          compressedData: execFileSync(compression, ["-c", "-q"], { input: chunkData }),
-        })
-      : undefined,
-  });
-  await writer.start({ profile: "ros2", library: "write_pointcloud2_mcap.js" });
-  const channel = async (topic, type) =>
-    writer.registerChannel({
-      topic,
-      messageEncoding: "cdr",
-      schemaId: await writer.registerSchema({
-        name: type,
-        encoding: "ros2msg",
-        data: new TextEncoder().encode(`# ${type}`),
-      }),
-      metadata: new Map(),
-    });
+  );
+  const { add, cdrChannel: channel } = mcap;
   const points = await channel("/lidar/points", "sensor_msgs/msg/PointCloud2");
   const raw = await channel("/lidar/points_raw", "sensor_msgs/msg/PointCloud2");
   const odom = await channel("/odom", "nav_msgs/msg/Odometry");
   const tfc = await channel("/tf", "tf2_msgs/msg/TFMessage");
   const poses = await channel("/pose", "geometry_msgs/msg/PoseStamped");
   const t0 = T0_NS;
-  let sequence = 0;
-  const add = async (channelId, stampNs, data) =>
-    writer.addMessage({
-      channelId,
-      sequence: sequence++,
-      logTime: stampNs,
-      publishTime: stampNs,
-      data,
-    });
   const expected = { frames: [], stamps: [], poses: [] };
   // PoseStamped before the first frame and after the last, the same rotation: each frame's
   // interpolated pose is exactly known.
@@ -198,8 +167,8 @@ async function main() {
   }
   await add(raw, t0, pointCloud2(t0, 9, []));
   await add(poses, t0 + 250000000n, poseStamped(t0 + 250000000n, last));
-  await writer.end();
-  fs.writeFileSync(out, Buffer.concat(chunks));
+  await mcap.writer.end();
+  fs.writeFileSync(out, mcap.bytes());
   fs.writeFileSync(expectedPath, JSON.stringify(expected));
 }
 

@@ -17,15 +17,10 @@ const path = require("path");
 const [out, modules = path.join(__dirname, "../../.deps/node_modules")] = process.argv.slice(2);
 const { McapWriter } = require(path.join(modules, "@mcap/core"));
 const { CdrWriter } = require(path.join(modules, "@foxglove/cdr"));
+const { startMcap, cdrHeader } = require("./mcap_test_writer.js");
 
 const T0_NS = 1700000000n * 1000000000n;
 const PERIOD_NS = 100000000n;
-
-function header(w, stampNs, frameId) {
-  w.int32(Number(stampNs / 1000000000n));
-  w.uint32(Number(stampNs % 1000000000n));
-  w.string(frameId);
-}
 
 function yawPose(t, yaw) {
   return { t, q: [0, 0, Math.sin(yaw / 2), Math.cos(yaw / 2)] };
@@ -36,7 +31,7 @@ function tf(stampNs, transforms) {
   const w = new CdrWriter();
   w.sequenceLength(transforms.length);
   for (const [parent, child, p] of transforms) {
-    header(w, stampNs, parent);
+    cdrHeader(w, stampNs, parent);
     w.string(child);
     for (const v of [...p.t, ...p.q]) w.float64(v);
   }
@@ -48,7 +43,7 @@ function pointCloud2(stampNs, i) {
   const view = new DataView(data.buffer);
   [1, 2, 3, i].forEach((v, k) => view.setFloat32(4 * k, v, true));
   const w = new CdrWriter();
-  header(w, stampNs, "lidar");
+  cdrHeader(w, stampNs, "lidar");
   w.uint32(1); // height
   w.uint32(1); // width
   w.sequenceLength(4);
@@ -67,41 +62,11 @@ function pointCloud2(stampNs, i) {
 }
 
 async function main() {
-  const chunks = [];
-  let size = 0n;
-  const writer = new McapWriter({
-    writable: {
-      write: async (buffer) => {
-        chunks.push(Buffer.from(buffer));
-        size += BigInt(buffer.byteLength);
-      },
-      position: () => size,
-    },
-  });
-  await writer.start({ profile: "ros2", library: "write_tf_chain_mcap.js" });
-  const channel = async (topic, type) =>
-    writer.registerChannel({
-      topic,
-      messageEncoding: "cdr",
-      schemaId: await writer.registerSchema({
-        name: type,
-        encoding: "ros2msg",
-        data: new TextEncoder().encode(`# ${type}`),
-      }),
-      metadata: new Map(),
-    });
+  const mcap = await startMcap(McapWriter, { profile: "ros2", library: "write_tf_chain_mcap.js" });
+  const { add, cdrChannel: channel } = mcap;
   const statics = await channel("/tf_static", "tf2_msgs/msg/TFMessage");
   const tfc = await channel("/tf", "tf2_msgs/msg/TFMessage");
   const points = await channel("/lidar/points", "sensor_msgs/msg/PointCloud2");
-  let sequence = 0;
-  const add = async (channelId, stampNs, data) =>
-    writer.addMessage({
-      channelId,
-      sequence: sequence++,
-      logTime: stampNs,
-      publishTime: stampNs,
-      data,
-    });
   const staticStamp = T0_NS - 1000000000n;
   await add(
     statics,
@@ -129,8 +94,8 @@ async function main() {
     await add(points, stamp, pointCloud2(stamp, i));
   }
   await odomBase(3);
-  await writer.end();
-  fs.writeFileSync(out, Buffer.concat(chunks));
+  await mcap.writer.end();
+  fs.writeFileSync(out, mcap.bytes());
 }
 
 main().catch((e) => {
