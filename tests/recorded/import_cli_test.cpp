@@ -101,6 +101,11 @@ class ReferenceMcap : public ::testing::Test {
 
 const std::vector<double> kFrameYaw = {0.0, 0.1, 0.2};
 const std::vector<Eigen::Vector3d> kFrameT = {{0, 0, 0.25}, {2, 0.5, 0.25}, {4, 1, 0.25}};
+// The frames' poses from the /pose topic's two PoseStamped samples, at -50 ms (x = -1) and
+// +250 ms (x = 3), both at yaw 0.3: the frames at 0, 100 and 200 ms lie 1/6, 1/2 and 5/6 between.
+const std::vector<double> kStampedYaw = {0.3, 0.3, 0.3};
+const std::vector<Eigen::Vector3d> kStampedT = {
+    {-1 + 4.0 / 6, 0, 0}, {-1 + 4.0 / 2, 0, 0}, {-1 + 4.0 * 5 / 6, 0, 0}};
 
 TEST_F(ReferenceMcap, ImportsPointCloud2WithOdometryPoses) {
   std::string out;
@@ -203,9 +208,7 @@ TEST_F(ReferenceMcap, InterpolatesPoseStampedBetweenSamples) {
                          &out),
             0)
       << out;
-  // Samples at -50 ms (x = -1) and +250 ms (x = 3), both at yaw 0.3.
-  ExpectPoses(dir_ + "/d", {0.3, 0.3, 0.3},
-              {{-1 + 4.0 / 6, 0, 0}, {-1 + 4.0 / 2, 0, 0}, {-1 + 4.0 * 5 / 6, 0, 0}});
+  ExpectPoses(dir_ + "/d", kStampedYaw, kStampedT);
 }
 
 TEST_F(ReferenceMcap, RingAndTimeMapAsTheWireMapsThem) {
@@ -337,8 +340,7 @@ TEST_F(ReferenceMcap, Ros1BagsOfTheSameMessagesImportTheSame) {
                            &out),
               0)
         << out;
-    ExpectPoses(d + "-pose", {0.3, 0.3, 0.3},
-                {{-1 + 4.0 / 6, 0, 0}, {-1 + 4.0 / 2, 0, 0}, {-1 + 4.0 * 5 / 6, 0, 0}});
+    ExpectPoses(d + "-pose", kStampedYaw, kStampedT);
   }
 }
 
