@@ -9,7 +9,7 @@
 // indexed on the server. After the load it waits for the backlog to drain and prints a table.
 //   dejaview_load_bench [--drive DIR] [--map-drives DIR,DIR...] [--sensors 2] [--hz 10]
 //                       [--seconds 20] [--threads 2] [--tolerance 0.1] [--queue 8] [--dir DIR]
-//                       [--selection-radius 0]
+//                       [--selection-radius R]   (default: the agent's own, agent.yaml)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -46,7 +46,7 @@ struct Args {
   double seconds = 20;
   int threads = 2;
   double tolerance = 0.1;
-  double selection_radius = 0;  // agent config selection_radius_m
+  double selection_radius = -1;  // agent config selection_radius_m; < 0: the agent's default
   int queue = 8;
   std::string dir = (std::filesystem::temp_directory_path() / "dejaview-load-bench").string();
 };
@@ -154,10 +154,12 @@ int Main(const Args& args) {
     std::ofstream y(args.dir + "/agent.yaml");
     y << "vehicle: bench\ndrive: load\nsensors: [" << sensors_yaml << "]\nlidar_endpoint: \""
       << lidar << "\"\nmap_dir: " << map_dir << "\ntolerance_m: " << args.tolerance
-      << "\nselection_radius_m: " << args.selection_radius << "\nencoder_threads: " << args.threads
-      << "\nqueue_frames: " << args.queue << "\nspool: {dir: " << args.dir
-      << "/spool}\nupload: {endpoint: \"" << test::ReadTrimmed(args.dir + "/server.port")
-      << "\"}\nmetrics_listen: 127.0.0.1:0\n";
+      << (args.selection_radius >= 0
+              ? "\nselection_radius_m: " + std::to_string(args.selection_radius)
+              : std::string())
+      << "\nencoder_threads: " << args.threads << "\nqueue_frames: " << args.queue
+      << "\nspool: {dir: " << args.dir << "/spool}\nupload: {endpoint: \""
+      << test::ReadTrimmed(args.dir + "/server.port") << "\"}\nmetrics_listen: 127.0.0.1:0\n";
   }
   test::Process agent({DEJAVIEW_AGENT_BIN, "--config", args.dir + "/agent.yaml",
                        "--metrics-port-file", args.dir + "/agent.port"},

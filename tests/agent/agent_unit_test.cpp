@@ -44,6 +44,28 @@ TEST(PoseBuffer, InterpolatesAtTheFrameStamp) {
   EXPECT_EQ(b.At(500'000'000).status().code(), Status::Code::kNotFound);
 }
 
+// config/agent.yaml says every key but vehicle and spool.dir holds the built-in default.
+TEST(AgentConfig, ShippedFileHoldsTheBuiltInDefaults) {
+  auto c = LoadAgentConfig(DEJAVIEW_SOURCE_DIR "/config/agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const AgentConfig d;
+  EXPECT_EQ(c->lidar_endpoint, d.lidar_endpoint);
+  EXPECT_EQ(c->pose_max_gap_ms, d.pose_max_gap_ms);
+  EXPECT_EQ(c->map_memory_bytes, d.map_memory_bytes);
+  EXPECT_EQ(c->tolerance_m, d.tolerance_m);
+  EXPECT_EQ(c->residual_precision_m, d.residual_precision_m);
+  EXPECT_EQ(c->selection_radius_m, d.selection_radius_m);
+  EXPECT_EQ(c->intensity, d.intensity);
+  EXPECT_EQ(c->encoder_backend, d.encoder_backend);
+  EXPECT_EQ(c->encoder_threads, d.encoder_threads);
+  EXPECT_EQ(c->frame_threads, d.frame_threads);
+  EXPECT_EQ(c->queue_frames, d.queue_frames);
+  EXPECT_EQ(c->spool.budget_bytes, d.spool.budget_bytes);
+  EXPECT_EQ(c->spool.sync, d.spool.sync);
+  EXPECT_EQ(c->upload.endpoint, d.upload.endpoint);
+  EXPECT_EQ(c->upload.window, d.upload.window);
+}
+
 TEST(AgentConfig, ParsesAndNamesBadKeys) {
   auto c = ParseAgentConfig(R"(
 vehicle: veh-7
