@@ -58,10 +58,9 @@ if [ ! -d "$DAYS/day_02" ]; then
 fi
 run load_2x10_multiday build/agent/dejaview_load_bench --drive "$DAYS/day_02" \
   --map-drives "$DAYS/day_00,$DAYS/day_01" --sensors 2 --hz 10 --seconds 20
-# The same with candidates out to each frame's whole reach (agent config selection_radius_m 0;
-# the agent's default bounds them at 60 m).
-run load_2x10_multiday_r0 build/agent/dejaview_load_bench --drive "$DAYS/day_02" \
-  --map-drives "$DAYS/day_00,$DAYS/day_01" --sensors 2 --hz 10 --seconds 20 --selection-radius 0
+# The same with the candidates bounded at 60 m (agent config selection_radius_m).
+run load_2x10_multiday_r60 build/agent/dejaview_load_bench --drive "$DAYS/day_02" \
+  --map-drives "$DAYS/day_00,$DAYS/day_01" --sensors 2 --hz 10 --seconds 20 --selection-radius 60
 run load_2x10 build/agent/dejaview_load_bench --sensors 2 --hz 10 --seconds 20
 run load_2x4 build/agent/dejaview_load_bench --sensors 2 --hz 4 --seconds 20
 

@@ -73,11 +73,7 @@ struct AgentConfig {
   int64_t map_memory_bytes = int64_t(512) << 20;
   double tolerance_m = 0.1;
   double residual_precision_m = 0.02;
-  // codec::EncoderParams::selection_radius_m. Bounded by default: at the design load (two
-  // LiDARs at 10 Hz against a map of whole earlier days, BENCHMARK.md "Agent under live load")
-  // candidates out to the frame's whole reach cost more encoder time than two cores have, and
-  // a full queue drops frames; the points beyond, near the map, are coded within the tolerance.
-  double selection_radius_m = 60;
+  double selection_radius_m = 0;  // codec::EncoderParams::selection_radius_m
   bool intensity = true;
   // cuda needs a build with -DDEJAVIEW_CUDA=ON and a device; the agent refuses to start
   // otherwise rather than silently encode on the CPU (docs/vehicle-compute.md).
