@@ -88,15 +88,21 @@ Message Exchange(zmq::socket_t* dealer, const Message& m) {
   return d.ok() ? std::move(d).value() : Message{};
 }
 
+// A DEALER connected to the server at `endpoint`, in the clear.
+zmq::socket_t ConnectedDealer(zmq::context_t& ctx, const std::string& endpoint) {
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(endpoint);
+  return dealer;
+}
+
 TEST(Server, AcksAfterStoringAndDeduplicatesOverRealSockets) {
   const std::string dir = test::ScratchDir();
   zmq::context_t ctx(1);
   {
     RunningServer server(dir);
     ASSERT_FALSE(server.endpoint().empty());
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(server.endpoint());
+    zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
 
     Message r = Exchange(&dealer, Data(1, {Rec(0, 1)}));
     EXPECT_EQ(r.type, MessageType::kNack);
@@ -152,9 +158,7 @@ TEST(Server, AcksAfterStoringAndDeduplicatesOverRealSockets) {
   storage->store.reset();
   storage->index.reset();
   RunningServer server(dir);
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(server.endpoint());
+  zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
   Exchange(&dealer, Hello());
   const Message r = Exchange(&dealer, Data(1, {Rec(0, 1), Rec(0, 4)}));
   EXPECT_EQ(r.stored, 1u);
@@ -175,9 +179,7 @@ TEST(Server, ChecksRecordsBeforeAckingAndTellsARestartedSourceFromAResend) {
   zmq::context_t ctx(1);
   {
     RunningServer server(dir, o);
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(server.endpoint());
+    zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
     ASSERT_EQ(Exchange(&dealer, Hello()).type, MessageType::kAck);
     transport::SpoolRecord junk = Rec(0, 2);
     std::mt19937 rng(7);
@@ -229,9 +231,7 @@ TEST(Server, MetricsEndpointCountsIngestAndStoreTiers) {
   o.metrics_port_file = dir + "/metrics.port";
   RunningServer server(dir + "/store", o);
   zmq::context_t ctx(1);
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(server.endpoint());
+  zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
   Exchange(&dealer, Hello());
   EXPECT_EQ(Exchange(&dealer, Data(1, {Rec(0, 1), Rec(0, 2)})).stored, 2u);
   EXPECT_EQ(Exchange(&dealer, Data(2, {Rec(0, 2)})).duplicates, 1u);
@@ -503,9 +503,7 @@ TEST(Limits, NamesThatWouldEscapeTheirFolderAreRefused) {
   {
     RunningServer server(dir, o);
     zmq::context_t ctx(1);
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(server.endpoint());
+    zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
     Exchange(&dealer, Hello());
     for (const char* field : {"drive", "map_version"}) {
       transport::SpoolRecord r = Rec(0, 1);
@@ -532,9 +530,7 @@ TEST(Limits, RateLimitDefersABatchAndItsResendIsStored) {
   {
     RunningServer server(dir, o);
     zmq::context_t ctx(1);
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(server.endpoint());
+    zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
     Exchange(&dealer, Hello());
     EXPECT_EQ(Exchange(&dealer, Data(1, {big})).stored, 1u);
     const Message deferred = Exchange(&dealer, Data(2, {Rec(0, 2)}));
@@ -569,9 +565,7 @@ TEST(Limits, QuotaRefusesNewFramesAcksResendsAndHoldsAcrossRestarts) {
   zmq::context_t ctx(1);
   for (int run = 0; run < 2; ++run) {
     RunningServer server(dir, o);
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(server.endpoint());
+    zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
     Exchange(&dealer, Hello());
     const Message a = Exchange(&dealer, Data(1, first));
     EXPECT_EQ(a.type, MessageType::kAck);
@@ -604,9 +598,7 @@ TEST(Server, CrashBetweenDiskAndIndexStoresTheResendOnce) {
   zmq::context_t ctx(1);
   {
     RunningServer server(dir);
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(server.endpoint());
+    zmq::socket_t dealer = ConnectedDealer(ctx, server.endpoint());
     Exchange(&dealer, Hello());
     const Message r = Exchange(&dealer, Data(1, {Rec(0, 1), Rec(0, 2)}));
     ASSERT_EQ(r.type, MessageType::kAck);
