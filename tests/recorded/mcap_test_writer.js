@@ -47,6 +47,7 @@ async function startMcap(McapWriter, start, options = {}) {
   };
 }
 
+// stampNs: a BigInt (epoch nanoseconds exceed a double's integers).
 function cdrHeader(w, stampNs, frameId) {
   w.int32(Number(stampNs / 1000000000n));
   w.uint32(Number(stampNs % 1000000000n));
